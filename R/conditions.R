@@ -1,0 +1,153 @@
+# Python exceptions -> R conditions; errors raised inside R callbacks called from Python.
+
+# Python class name -> R condition class. The first match along the exception's MRO wins.
+python_error_classes <- c(
+  ConfigError = "tpuestimator_config_error",
+  DataError = "tpuestimator_data_error",
+  NonFiniteError = "tpuestimator_nonfinite_error",
+  TPUUnavailableError = "tpuestimator_tpu_error",
+  ModelFnError = "tpuestimator_model_fn_error",
+  CompatibilityError = "tpuestimator_compatibility_error"
+)
+
+# Attributes copied from the Python exception onto the R condition, when present.
+python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
+                         "step", "what", "last_good_checkpoint", "report_path")
+
+#' Conditions signalled by tpuestimatorr
+#'
+#' Errors raised by the Python core reach R as conditions whose classes follow the
+#' Python exception:
+#'
+#' | Python | R condition classes |
+#' | --- | --- |
+#' | `ConfigError` | `tpuestimator_config_error`, `tpuestimator_error`, `error`, `condition` |
+#' | `DataError` | `tpuestimator_data_error`, `tpuestimator_error`, ... |
+#' | `NonFiniteError` | `tpuestimator_nonfinite_error`, `tpuestimator_error`, ... |
+#' | `TPUUnavailableError` | `tpuestimator_tpu_error`, `tpuestimator_error`, ... |
+#' | `ModelFnError` | `tpuestimator_model_fn_error`, `tpuestimator_error`, ... |
+#' | any other exception | `tpuestimator_python_error`, `tpuestimator_error`, ... |
+#'
+#' The message is the Python one, starting with the Python type
+#' (`"ConfigError: ..."`). The condition also carries `python_type`,
+#' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
+#' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
+#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors.
+#'
+#' An error raised by an R model function, hook or progress callback while Python
+#' is calling it comes back as a `tpuestimator_callback_error` (also a
+#' `tpuestimator_error`) whose message contains the original R message; the
+#' original condition is in its `parent` field.
+#'
+#' Argument errors of the R functions are `tpuestimator_argument_error`s.
+#'
+#' @name tpuestimator_conditions
+#' @examples
+#' if (tpuestimator_available()) {
+#'   err <- tryCatch(
+#'     tpu_config(list(model = "mlp", data = list(format = "mnst"))),
+#'     tpuestimator_config_error = function(e) e
+#'   )
+#'   err$field
+#'   conditionMessage(err)
+#' }
+NULL
+
+# Evaluates `expr` (a call into Python) and turns failures into R conditions.
+with_python <- function(expr) {
+  saved <- .globals$callback_error
+  .globals$callback_error <- NULL
+  on.exit(.globals$callback_error <- saved, add = TRUE)
+  tryCatch(
+    expr,
+    error = function(e) {
+      if (inherits(e, c("tpuestimator_error", "tpuestimator_argument_error",
+                        "tpuestimator_python_missing"))) {
+        stop(e)
+      }
+      cb <- .globals$callback_error
+      if (!is.null(cb)) stop(callback_condition(cb, e))
+      cond <- python_condition(e)
+      if (is.null(cond)) stop(e)
+      stop(cond)
+    }
+  )
+}
+
+# The R condition for an error of an R callback (model function, hook, progress).
+callback_condition <- function(cb, python_error) {
+  orig <- cb$condition
+  msg <- conditionMessage(orig)
+  classes <- setdiff(class(orig), c("error", "condition", "simpleError", "rlang_error",
+                                    "Rcpp::exception", "C++Error"))
+  structure(
+    class = unique(c("tpuestimator_callback_error", classes, "tpuestimator_error", "error", "condition")),
+    list(
+      message = paste0("Error in the R ", cb$what, ": ", trimws(msg)),
+      call = conditionCall(orig),
+      parent = orig,
+      python_message = trimws(conditionMessage(python_error))
+    )
+  )
+}
+
+# The R condition for a Python exception, or NULL when `e` did not come from Python.
+python_condition <- function(e) {
+  msg <- conditionMessage(e)
+  last <- tryCatch(reticulate::py_last_error(), error = function(err) NULL)
+  if (is.null(last) || is.null(last$type)) return(NULL)
+  if (!startsWith(msg, paste0(last$type, ":")) && !startsWith(msg, last$type)) return(NULL)
+  exc <- attr(last, "exception")
+  mro <- tryCatch(
+    vapply(reticulate::py_get_attr(reticulate::py_get_attr(exc, "__class__"), "__mro__"),
+           function(k) reticulate::py_to_r(reticulate::py_get_attr(k, "__name__")), ""),
+    error = function(err) last$type
+  )
+  specific <- unname(python_error_classes[intersect(mro, names(python_error_classes))])
+  if (!length(specific)) specific <- "tpuestimator_python_error"
+  fields <- list()
+  if (!is.null(exc)) {
+    for (name in python_error_fields) {
+      value <- tryCatch(
+        if (reticulate::py_has_attr(exc, name)) reticulate::py_to_r(reticulate::py_get_attr(exc, name)),
+        error = function(err) NULL
+      )
+      if (!is.null(value)) {
+        fields[[name]] <- if (inherits(value, "python.builtin.object")) {
+          tryCatch(reticulate::py_str(value), error = function(err) NULL)
+        } else {
+          value
+        }
+      }
+    }
+  }
+  structure(
+    class = unique(c(specific[1], "tpuestimator_error", "error", "condition")),
+    c(
+      list(
+        message = sub("\n+$", "", msg),
+        call = NULL,
+        python_type = last$type,
+        python_traceback = paste(last$traceback, collapse = "")
+      ),
+      fields
+    )
+  )
+}
+
+# Wraps an R function that Python will call, so an R error inside it is remembered and
+# re-signalled in R with its own message once the Python call unwinds.
+wrap_r_callback <- function(f, what) {
+  force(f)
+  force(what)
+  function(...) {
+    withCallingHandlers(
+      f(...),
+      error = function(e) {
+        if (is.null(.globals$callback_error)) {
+          .globals$callback_error <- list(condition = e, what = what)
+        }
+      }
+    )
+  }
+}

@@ -1,0 +1,134 @@
+#' tpuestimatorr: R interface to tpuestimator
+#'
+#' Train, evaluate, predict with and export TensorFlow models on CPU, GPU and TPU
+#' from R. The work is done by the `tpuestimator` Python package, reached through
+#' reticulate; runs are recorded in tfruns's run-folder format.
+#'
+#' @section Getting started:
+#' ```
+#' library(tpuestimatorr)
+#' install_tpuestimator()          # once: a virtualenv with the Python package
+#' cfg <- tpu_config(tpu_example("digits"), train.max_steps = 300L)
+#' run <- tpu_train(cfg)
+#' run
+#' ls_runs()
+#' ```
+#'
+#' @section Choosing the Python:
+#' Set the environment variable `TPUESTIMATORR_PYTHON` to a Python executable
+#' (for example a project's `.venv/bin/python`) before loading the package; it
+#' is forwarded to reticulate as `RETICULATE_PYTHON`. Without it, the virtualenv
+#' made by [install_tpuestimator()] (`r-tpuestimator`) is used when it exists.
+#'
+#' @section Package options:
+#' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
+#' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].
+#'
+#' @seealso [tpu_train()], [ls_runs()], [tpu_estimator()] for users of tfestimators.
+#' @keywords internal
+"_PACKAGE"
+
+# Internal state: the lazily imported module, the TensorBoard process, the error an R
+# callback raised while Python was calling it.
+.globals <- new.env(parent = emptyenv())
+.globals$modules <- list()
+.globals$tensorboard <- NULL
+.globals$callback_error <- NULL
+
+#' The tpuestimator Python module
+#'
+#' The `tpuestimator` Python module, imported lazily: loading the R package does
+#' not start Python; the first use of `tpuestimator$...` does. Use it to reach
+#' Python API that has no R wrapper, e.g. `tpuestimator$ModelSpec(...)` inside an R
+#' model function.
+#'
+#' @format A reticulate Python module proxy.
+#' @examples
+#' if (tpuestimator_available()) {
+#'   tpuestimator$config$schema_path()
+#' }
+#' @export
+tpuestimator <- NULL
+
+.onLoad <- function(libname, pkgname) {
+  configure_python()
+  module <- reticulate::import(
+    "tpuestimator",
+    delay_load = list(
+      priority = 5,
+      environment = "r-tpuestimator",
+      on_error = function(e) {
+        stop(python_missing_message(conditionMessage(e)), call. = FALSE)
+      }
+    )
+  )
+  utils::assignInMyNamespace("tpuestimator", module)
+  invisible()
+}
+
+.onUnload <- function(libpath) {
+  tb <- .globals$tensorboard
+  if (!is.null(tb) && tb$process$is_alive()) {
+    try(tb$process$kill_tree(), silent = TRUE)
+  }
+  invisible()
+}
+
+# Forwards TPUESTIMATORR_PYTHON to reticulate, or picks the virtualenv made by
+# install_tpuestimator(). Never starts Python.
+configure_python <- function() {
+  python <- Sys.getenv("TPUESTIMATORR_PYTHON", "")
+  if (nzchar(python)) {
+    if (reticulate::py_available(initialize = FALSE)) {
+      current <- normalizePath(reticulate::py_config()$python, mustWork = FALSE)
+      if (!identical(current, normalizePath(python, mustWork = FALSE))) {
+        warning("TPUESTIMATORR_PYTHON=", python, " is ignored: Python is already running (",
+                current, "). Restart R to switch.", call. = FALSE)
+      }
+      return(invisible())
+    }
+    Sys.setenv(RETICULATE_PYTHON = python)
+    return(invisible())
+  }
+  if (!nzchar(Sys.getenv("RETICULATE_PYTHON", "")) &&
+      !reticulate::py_available(initialize = FALSE)) {
+    exists <- tryCatch(reticulate::virtualenv_exists("r-tpuestimator"),
+                       error = function(e) FALSE)
+    if (isTRUE(exists)) {
+      try(reticulate::use_virtualenv("r-tpuestimator", required = FALSE), silent = TRUE)
+    }
+  }
+  invisible()
+}
+
+python_missing_message <- function(detail) {
+  paste0(
+    "The tpuestimator Python package could not be loaded (", trimws(detail), ").\n",
+    "Run install_tpuestimator() to create the 'r-tpuestimator' virtualenv, or set ",
+    "TPUESTIMATORR_PYTHON to a Python that has tpuestimator installed, then restart R."
+  )
+}
+
+# Imports tpuestimator.<name> (cached). Python errors become tpuestimator_python_missing.
+py_mod <- function(name = NULL) {
+  full <- if (is.null(name)) "tpuestimator" else paste0("tpuestimator.", name)
+  mod <- .globals$modules[[full]]
+  if (!is.null(mod)) return(mod)
+  mod <- tryCatch(
+    reticulate::import(full, convert = TRUE),
+    error = function(e) {
+      msg <- conditionMessage(e)
+      if (!is.null(name) && grepl("No module named", msg, fixed = TRUE) &&
+          tpuestimator_available()) {
+        stop("The installed tpuestimator Python package has no module `", full,
+             "`: update it with install_tpuestimator().", call. = FALSE)
+      }
+      stop(structure(
+        class = c("tpuestimator_python_missing", "error", "condition"),
+        list(message = python_missing_message(msg), call = NULL)
+      ))
+    }
+  )
+  .globals$modules[[full]] <- mod
+  mod
+}

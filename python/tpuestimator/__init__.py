@@ -1,0 +1,52 @@
+"""tpuestimator: the TensorFlow 2 successor of TPUEstimator.
+
+One model function (`model_fn(params) -> ModelSpec`) trains, evaluates, predicts and
+exports unchanged on CPU, GPU and TPU through `tf.distribute`. Importing this package does
+not import TensorFlow; the names below load it when first used.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Estimator": "tpuestimator.estimator",
+    "RunConfig": "tpuestimator.estimator",
+    "ModelSpec": "tpuestimator.spec",
+    "Mode": "tpuestimator.spec",
+    "TrainSpec": "tpuestimator.training",
+    "EvalSpec": "tpuestimator.training",
+    "train_and_evaluate": "tpuestimator.training",
+    "load_config": "tpuestimator.config",
+    "JobConfig": "tpuestimator.config",
+    "run_job": "tpuestimator.job",
+    "Hook": "tpuestimator.hooks.base",
+    "ConfigError": "tpuestimator.errors",
+    "DataError": "tpuestimator.errors",
+    "NonFiniteError": "tpuestimator.errors",
+    "TPUUnavailableError": "tpuestimator.errors",
+    "TPUEstimatorError": "tpuestimator.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy: `tpuestimator --help` and R's library(tpuestimatorr) must not pay for TensorFlow.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tpuestimator' has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tpuestimator.config import JobConfig, load_config
+    from tpuestimator.errors import (ConfigError, DataError, NonFiniteError, TPUEstimatorError,
+                                     TPUUnavailableError)
+    from tpuestimator.estimator import Estimator, RunConfig
+    from tpuestimator.hooks.base import Hook
+    from tpuestimator.job import run_job
+    from tpuestimator.spec import Mode, ModelSpec
+    from tpuestimator.training import EvalSpec, TrainSpec, train_and_evaluate

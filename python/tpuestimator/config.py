@@ -1,0 +1,338 @@
+"""Job configuration: load YAML/JSON, apply `--set` overrides, fill defaults, validate.
+
+The JSON Schema in ``schema/config.schema.json`` is the single source of truth; the R
+package validates through this module too. Nothing here imports TensorFlow, so every
+invalid field fails before TensorFlow starts.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from tpuestimator.errors import ConfigError
+
+SCHEMA_RESOURCE = "config.schema.json"
+
+DEFAULTS: dict[str, Any] = {
+    "params": {},
+    "data": {
+        "shuffle_buffer": 1024,
+        "cache": False,
+        "cache_decoded": False,
+        "read_buffer_mb": 8,
+        "cycle_length": 8,
+        "deterministic": True,
+        "transpose_input": False,
+        "on_corrupt": "error",
+        "augment": {},
+        "assertions": [],
+    },
+    "train": {
+        "batch_size": 128,
+        "steps": None,
+        "max_steps": None,
+        "iterations_per_loop": 100,
+        "save_checkpoints_steps": 500,
+        "keep_checkpoint_max": 5,
+        "warm_start_from": None,
+        "async_checkpoint": False,
+    },
+    "eval": {"batch_size": 128, "steps": None, "every_n_steps": None, "early_stopping": None},
+    "predict": {"batch_size": 128},
+    "export": {"enabled": True, "dir": None, "exporters": ["final"], "keep": 5,
+               "best_metric": "loss", "best_mode": None},
+    "run": {
+        "model_dir": None,
+        "runs_dir": "runs",
+        "strategy": "auto",
+        "num_cpu_devices": None,
+        "tpu": None,
+        "zone": None,
+        "project": None,
+        "precision": "float32",
+        "jit_compile": False,
+        "seed": 42,
+        "log_every_n_loops": 1,
+    },
+    "debug": {"nan_sentinel": True, "check_numerics": False, "dump": None, "watch": None,
+              "profile_steps": None},
+}
+
+# Fields holding file paths that are resolved against the config file's folder.
+_PATH_FIELDS = (("data", "train"), ("data", "eval"), ("data", "manifest"), ("data", "vocabulary"))
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """The configuration's JSON Schema (parsed)."""
+    text = resources.files("tpuestimator.schema").joinpath(SCHEMA_RESOURCE).read_text()
+    return json.loads(text)
+
+
+def schema_path() -> str:
+    """Filesystem path of the JSON Schema file (the R package reads it)."""
+    return str(resources.files("tpuestimator.schema").joinpath(SCHEMA_RESOURCE))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobConfig:
+    """A validated job configuration.
+
+    Attributes:
+      raw: the full configuration as a plain dict, defaults filled in.
+      source: the file it came from, or None for a dict.
+      overrides: the `--set` overrides applied, as given.
+    """
+
+    raw: Mapping[str, Any]
+    source: str | None = None
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.raw["name"]
+
+    @property
+    def model(self) -> str:
+        return self.raw["model"]
+
+    @property
+    def params(self) -> dict:
+        return copy.deepcopy(dict(self.raw["params"]))
+
+    def section(self, name: str) -> dict:
+        return copy.deepcopy(dict(self.raw[name]))
+
+    @property
+    def model_dir(self) -> str:
+        return self.raw["run"]["model_dir"] or os.path.join("models", self.name)
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(dict(self.raw))
+
+    def replace(self, **sections: Any) -> "JobConfig":
+        """A copy with whole sections merged in (validated again)."""
+        raw = self.to_dict()
+        for key, value in sections.items():
+            if isinstance(value, Mapping) and isinstance(raw.get(key), Mapping):
+                raw[key] = _deep_merge(raw[key], value)
+            else:
+                raw[key] = value
+        return _finish(raw, self.source, self.overrides, base_dir=None)
+
+
+def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = (),
+                *, base_dir: str | None = None) -> JobConfig:
+    """Loads, overrides, fills and validates a configuration.
+
+    Args:
+      source: a YAML or JSON file, or a dict (as R's `tpu_config()` passes).
+      overrides: ``key.sub=value`` strings; values parse as YAML scalars (``1e-3``, ``true``,
+        ``[1, 2]``, ``null``).
+      base_dir: folder that relative data paths are resolved against; default the config
+        file's folder, or the working directory for a dict.
+
+    Returns:
+      A `JobConfig`.
+
+    Raises:
+      ConfigError: naming the field, the bad value and what is allowed.
+    """
+    if isinstance(source, Mapping):
+        raw = copy.deepcopy(dict(source))
+        src_name = None
+        base = base_dir or os.getcwd()
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError("config", str(source), "an existing YAML or JSON file (check the path)")
+        text = path.read_text()
+        try:
+            raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (yaml.YAMLError, json.JSONDecodeError) as exc:
+            raise ConfigError("config", str(path), f"valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError("config", str(path), "a mapping of sections (model, data, train, ...)")
+        src_name = str(path)
+        base = base_dir or str(path.parent.resolve())
+        raw.setdefault("name", path.stem.replace(" ", "_"))
+    overrides = tuple(overrides)
+    for item in overrides:
+        _apply_override(raw, item)
+    raw.setdefault("name", "job")
+    _resolve_paths(raw, base)
+    return _finish(raw, src_name, overrides, base_dir=base)
+
+
+def _finish(raw: dict, source: str | None, overrides: tuple[str, ...], base_dir: str | None) -> JobConfig:
+    validate(raw, source=source)
+    filled = _deep_merge(copy.deepcopy(DEFAULTS), raw)
+    _check_semantics(filled, source)
+    return JobConfig(raw=filled, source=source, overrides=overrides)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Splits ``a.b=value`` into (["a", "b"], parsed value)."""
+    if "=" not in item:
+        raise ConfigError("--set", item, "key.sub=value, e.g. --set train.batch_size=64")
+    key, _, text = item.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError("--set", item, "a dotted key before '=', e.g. train.max_steps=1000")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.split("."), value
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    parts, value = parse_override(item)
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(".".join(parts[: i + 1]), child, f"a section to hold `{'.'.join(parts)}`")
+        node = child
+    node[parts[-1]] = value
+
+
+def _resolve_paths(raw: dict, base: str) -> None:
+    for section, key in _PATH_FIELDS:
+        sec = raw.get(section)
+        if isinstance(sec, dict) and isinstance(sec.get(key), str):
+            value = os.path.expanduser(sec[key])
+            if not os.path.isabs(value) and not _is_remote(value):
+                value = os.path.normpath(os.path.join(base, value))
+            sec[key] = value
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _deep_merge(base: dict, update: Mapping) -> dict:
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            base[key] = _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def validate(raw: Mapping[str, Any], *, source: str | None = None) -> None:
+    """Validates a configuration against the JSON Schema.
+
+    Raises:
+      ConfigError: for the first problem found (the most specific one), naming the field.
+    """
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema())
+    validator = validator_cls(schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), e.path))
+    if not errors:
+        return
+    err = jsonschema.exceptions.best_match(errors)
+    raise _to_config_error(err, source)
+
+
+def _field_name(path: Iterable) -> str:
+    parts = []
+    for p in path:
+        parts.append(f"[{p}]" if isinstance(p, int) else str(p))
+    return ".".join(parts).replace(".[", "[") or "config"
+
+
+def _to_config_error(err, source: str | None) -> ConfigError:
+    field = _field_name(err.absolute_path)
+    kind = err.validator
+    spec = err.validator_value
+    if kind == "additionalProperties":
+        allowed_keys = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed_keys))
+        name = extra[0] if extra else "?"
+        full = f"{field}.{name}" if field != "config" else name
+        hint = difflib.get_close_matches(name, allowed_keys, n=1)
+        allowed = "one of " + ", ".join(allowed_keys)
+        if hint:
+            allowed += f" (did you mean `{hint[0]}`?)"
+        return ConfigError(full, name, f"a known field: {allowed}", source=source)
+    if kind == "required":
+        missing = [k for k in spec if k not in err.instance]
+        full = f"{field}.{missing[0]}" if field != "config" else missing[0]
+        return ConfigError(full, None, f"this field is required: {err.schema.get('properties', {}).get(missing[0], {}).get('description', 'set it')}", source=source)
+    if kind == "enum":
+        return ConfigError(field, err.instance, "one of " + ", ".join(repr(v) for v in spec), source=source)
+    if kind == "type":
+        types = spec if isinstance(spec, list) else [spec]
+        return ConfigError(field, err.instance, "a value of type " + " or ".join(types), source=source)
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        sym = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
+        return ConfigError(field, err.instance, f"a number {sym} {spec}", source=source)
+    if kind in ("minItems", "maxItems"):
+        return ConfigError(field, err.instance, f"a list with {'at least' if kind == 'minItems' else 'at most'} {spec} items", source=source)
+    if kind == "pattern":
+        return ConfigError(field, err.instance, f"a string matching {spec}", source=source)
+    if kind == "minLength":
+        return ConfigError(field, err.instance, "a non-empty string", source=source)
+    if kind == "uniqueItems":
+        return ConfigError(field, err.instance, "a list without repeats", source=source)
+    return ConfigError(field, err.instance, err.message, source=source)
+
+
+def _check_semantics(cfg: dict, source: str | None) -> None:
+    """Checks the rules a schema cannot express."""
+    train, data, run = cfg["train"], cfg["data"], cfg["run"]
+    if train["steps"] is not None and train["max_steps"] is not None:
+        raise ConfigError("train.steps", train["steps"],
+                          "either `train.steps` (incremental) or `train.max_steps` (absolute), not both; "
+                          "set the other to null", source=source)
+    if train["save_checkpoints_steps"] % train["iterations_per_loop"] != 0:
+        raise ConfigError("train.save_checkpoints_steps", train["save_checkpoints_steps"],
+                          f"a multiple of train.iterations_per_loop ({train['iterations_per_loop']}): "
+                          "checkpoints are written at loop boundaries", source=source)
+    every = cfg["eval"]["every_n_steps"]
+    if every is not None and every % train["iterations_per_loop"] != 0:
+        raise ConfigError("eval.every_n_steps", every,
+                          f"a multiple of train.iterations_per_loop ({train['iterations_per_loop']}): "
+                          "evaluation happens at loop boundaries", source=source)
+    if "format" not in data and "manifest" not in data:
+        raise ConfigError("data.format", None, "one of 'mnist', 'flowers', 'features', or a `data.manifest`",
+                          source=source)
+    if data.get("format") == "features" and not data.get("features") and "manifest" not in data:
+        raise ConfigError("data.features", None, "a mapping of feature name to {dtype, shape} when data.format is 'features'",
+                          source=source)
+    if data.get("format") in ("mnist", "flowers") and "image" not in data and "manifest" not in data:
+        raise ConfigError("data.image", None, "{height, width, channels} for image records", source=source)
+    if run["strategy"] == "tpu" and not run["tpu"] and not os.environ.get("TPU_NAME"):
+        raise ConfigError("run.tpu", None, "the TPU name or grpc:// address (or 'local' on a TPU VM) when run.strategy is 'tpu'",
+                          source=source)
+    if run["num_cpu_devices"] is not None and run["strategy"] not in ("auto", "cpu", "mirrored"):
+        raise ConfigError("run.num_cpu_devices", run["num_cpu_devices"],
+                          "null unless run.strategy is auto, cpu or mirrored (logical CPU devices rehearse TPU cores)",
+                          source=source)
+    es = cfg["eval"]["early_stopping"]
+    if es and not data.get("eval") and "manifest" not in data:
+        raise ConfigError("eval.early_stopping", es, "a `data.eval` pattern to evaluate on", source=source)
+    exporters = cfg["export"]["exporters"]
+    if "best" in exporters and not data.get("eval") and "manifest" not in data:
+        raise ConfigError("export.exporters", exporters, "'best' only with a `data.eval` pattern", source=source)
+
+
+def dump_config(cfg: JobConfig, path: str) -> None:
+    """Writes the resolved configuration as YAML, atomically."""
+    from tpuestimator.io import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,255 @@
+"""Bad data, found and named: the file, the record index, the feature, what was expected.
+
+TensorFlow reports bad records from inside the input pipeline (`DataLossError` for corrupt
+or truncated files, `InvalidArgumentError` for a missing feature, a wrong dtype or shape, or
+a failed `data.assertions` check) without saying which file or record. The functions here
+re-scan the files on the host when that happens and raise a `DataError` that does.
+
+The core wraps its input iteration in `translate_errors(data_section, mode)`.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from tpuestimator.data import spec as specs
+from tpuestimator.errors import DataError
+
+log = logging.getLogger(__name__)
+
+_KIND_LIST = {"float32": "float_list", "int64": "int64_list", "string": "bytes_list"}
+_INPUT_HINTS = ("IteratorGetNext", "ParseExample", "DecodeRaw", "decode_raw", "TFRecord", "corrupted record",
+                "truncated record", "Feature:", "Key:", "DecodeImage", "DecodeJpeg", "DecodePng",
+                "MultiDeviceIterator", "Input to reshape")
+
+
+def check_example(section: Mapping[str, Any], example: tf.train.Example, mode: str = "train") -> tuple[str, str] | None:
+    """Checks one parsed `tf.train.Example` against the data's record spec.
+
+    Returns:
+      None when it matches, else (feature, what is wrong and what was expected).
+    """
+    feats = example.features.feature
+    for name, fspec in specs.record_features(section).items():
+        if name not in feats:
+            if fspec["kind"] == "label" and mode == "predict":
+                continue
+            present = ", ".join(sorted(feats)) or "none"
+            return name, (f"feature {name!r} is missing (the record has: {present}); expected "
+                          f"{fspec['dtype']} of shape {fspec['shape']}")
+        feat = feats[name]
+        kind = feat.WhichOneof("kind")
+        want = _KIND_LIST[fspec["dtype"]]
+        if kind != want:
+            return name, f"feature {name!r} is a {kind}; expected {want} ({fspec['dtype']})"
+        values = getattr(feat, kind).value
+        n = int(np.prod(fspec["shape"])) if fspec["shape"] else 1
+        if len(values) != n:
+            return name, (f"feature {name!r} has {len(values)} value(s); expected {n} "
+                          f"(dtype {fspec['dtype']}, shape {fspec['shape']})")
+        if fspec["kind"] == "raw_image":
+            shape = fspec.get("image_shape") or [section["image"]["height"], section["image"]["width"],
+                                                 section["image"]["channels"]]
+            size = int(np.prod(shape))
+            if len(values[0]) != size:
+                return name, (f"feature {name!r} holds {len(values[0])} bytes; expected {size} uint8 pixels "
+                              f"for an image of shape {shape} (check data.image)")
+    return None
+
+
+def _records(path: str) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """Yields (index, serialized, None) per record, then (index, None, error) if the file is corrupt."""
+    i = 0
+    it = iter(tf.data.TFRecordDataset(path))
+    while True:
+        try:
+            rec = next(it)
+        except StopIteration:
+            return
+        except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.InvalidArgumentError) as exc:
+            yield i, None, exc.message
+            return
+        yield i, rec.numpy(), None
+        i += 1
+
+
+def check_first_record(section: Mapping[str, Any], files: list[str], mode: str) -> None:
+    """Checks the first record of the first non-empty file (a cheap check before training starts).
+
+    Raises:
+      DataError: naming the file, record 0 and the feature, when the format does not match.
+    """
+    for path in files:
+        if tf.io.gfile.stat(path).length == 0:
+            continue
+        for i, rec, err in _records(path):
+            if err is not None:
+                if section.get("on_corrupt") == "skip":
+                    return
+                raise _corrupt_error(path, i, err)
+            problem = check_example(section, tf.train.Example.FromString(rec), mode)
+            if problem:
+                raise _feature_error(section, path, i, *problem)
+            return
+    return
+
+
+def _corrupt_error(path: str, index: int, message: str) -> DataError:
+    return DataError(f"{path}: record {index} is corrupt or truncated ({message.strip().splitlines()[0]}). "
+                     "Rewrite the file with `tpuestimator data write`, remove it from the pattern, or set "
+                     "data.on_corrupt: skip to skip the rest of a corrupt file.", path=path, record=index)
+
+
+def _feature_error(section: Mapping[str, Any], path: str, index: int, feature: str, problem: str) -> DataError:
+    return DataError(f"{path}: record {index}: {problem}. The data section says format {section['format']!r}; "
+                     "fix data.format / data.features / data.image to match the records, or rewrite them.",
+                     path=path, record=index, feature=feature)
+
+
+def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
+              num_classes: int | None = None, decode: bool = True, batch: int = 256) -> DataError | None:
+    """Re-reads one file on the host and returns a `DataError` for its first bad record (or None).
+
+    Checks, in order: the file is readable to the end (corruption), each record matches the
+    record spec (features, dtypes, sizes), and, with `decode`, the records decode (images)
+    and pass the label range and `data.assertions`.
+    """
+    from tpuestimator.data.pipeline import make_batch_decoder
+
+    decoder = tf.function(make_batch_decoder(section, "eval" if mode == "train" else mode,
+                                             num_classes=num_classes)) if decode else None
+    pending: list[tuple[int, bytes]] = []
+
+    def flush() -> DataError | None:
+        if not pending or decoder is None:
+            return None
+        try:
+            decoder(tf.constant([r for _, r in pending]))
+            return None
+        except tf.errors.InvalidArgumentError:
+            pass
+        for idx, rec in pending:  # find the record within the batch
+            try:
+                decoder(tf.constant([rec]))
+            except tf.errors.InvalidArgumentError as exc:
+                return _decode_error(section, path, idx, exc.message)
+        return None
+
+    for i, rec, err in _records(path):
+        if err is not None:
+            return flush() or _corrupt_error(path, i, err)
+        problem = check_example(section, tf.train.Example.FromString(rec), mode)
+        if problem:
+            return flush() or _feature_error(section, path, i, *problem)
+        pending.append((i, rec))
+        if len(pending) >= batch:
+            found = flush()
+            if found:
+                return found
+            pending.clear()
+    return flush()
+
+
+def _decode_error(section: Mapping[str, Any], path: str, index: int, message: str) -> DataError:
+    from tpuestimator.data.pipeline import ASSERT_MARKER, LABEL_MARKER
+
+    text = " ".join(message.split())
+    if ASSERT_MARKER in text:
+        detail = text[text.index(ASSERT_MARKER) + len(ASSERT_MARKER) + 1:].split(" [[")[0].strip()
+        feature = detail.split("'")[1] if "'" in detail else None
+        return DataError(f"{path}: record {index} fails data.assertions: {detail}. Fix or drop the record, or "
+                         "relax the assertion.", path=path, record=index, feature=feature)
+    if LABEL_MARKER in text:
+        detail = text[text.index(LABEL_MARKER) + len(LABEL_MARKER) + 1:].split(" [[")[0].strip()
+        return DataError(f"{path}: record {index} has a label out of range: {detail}. Check data.label_offset "
+                         "and data.vocabulary (its length is the number of classes), or relabel the record.",
+                         path=path, record=index, feature=section.get("label"))
+    first = text.split(" [[")[0]
+    return DataError(f"{path}: record {index} cannot be decoded as format {section['format']!r}: {first}. "
+                     "Check that its images are valid JPEG/PNG and match data.image, or rewrite the records.",
+                     path=path, record=index)
+
+
+def diagnose(data_section: Mapping[str, Any], mode: str, exc: BaseException | None = None, *,
+             num_classes: int | None = None) -> DataError | None:
+    """Finds the bad record behind an input-pipeline error by re-scanning the mode's files.
+
+    Returns:
+      A `DataError` naming file, record and feature, or None when every record is fine
+      (the error did not come from the data).
+    """
+    from tpuestimator.data.pipeline import list_files
+
+    section = specs.resolve_section(data_section)
+    if num_classes is None:
+        num_classes = specs.num_classes(section)
+    files = list_files(specs.pattern_for(section, mode))
+    for path in files:
+        found = scan_file(section, path, mode, num_classes=num_classes)
+        if found is not None:
+            return found
+    return None
+
+
+def _looks_like_input_error(exc: BaseException) -> bool:
+    from tpuestimator.data.pipeline import ASSERT_MARKER, LABEL_MARKER
+
+    if isinstance(exc, tf.errors.DataLossError):
+        return True
+    msg = getattr(exc, "message", str(exc))
+    return any(h in msg for h in _INPUT_HINTS + (ASSERT_MARKER, LABEL_MARKER))
+
+
+@contextlib.contextmanager
+def translate_errors(data_section: Mapping[str, Any], mode: str, *, num_classes: int | None = None) -> Iterator[None]:
+    """Turns TensorFlow errors raised while iterating the input into a `DataError` naming the record.
+
+    Use around the loop that pulls batches from `make_input_fn(...)`'s dataset. Errors that
+    do not come from the data are re-raised unchanged.
+    """
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as exc:
+        if not _looks_like_input_error(exc):
+            raise
+        found = diagnose(data_section, mode, exc, num_classes=num_classes)
+        if found is None:
+            raise
+        raise found from exc
+
+
+def count_corrupt(pattern: str | list[str]) -> dict[str, Any]:
+    """Scans files for corruption without parsing records.
+
+    Returns:
+      {"files": n, "records": readable records, "corrupt_files": {path: index of the first
+      bad record}}. Records after a corruption point cannot be recovered (TFRecord files have
+      no sync markers), so with `data.on_corrupt: skip` each corrupt file loses the rest of it.
+    """
+    from tpuestimator.data.pipeline import list_files
+
+    out: dict[str, Any] = {"files": 0, "records": 0, "corrupt_files": {}}
+    for path in list_files(pattern):
+        out["files"] += 1
+        for i, rec, err in _records(path):
+            if err is not None:
+                out["corrupt_files"][path] = i
+                break
+            out["records"] += 1
+    return out
+
+
+def corrupt_records_skipped(data_section: Mapping[str, Any], mode: str = "train") -> int:
+    """How many corrupt files a `data.on_corrupt: skip` run cuts short (0 when all are clean).
+
+    Meant for the run record: the core calls it once when `on_corrupt` is `skip`.
+    """
+    section = specs.resolve_section(data_section)
+    found = count_corrupt(specs.pattern_for(section, mode))["corrupt_files"]
+    for path, index in found.items():
+        log.warning("%s is corrupt from record %d on; data.on_corrupt=skip skips the rest of it", path, index)
+    return len(found)

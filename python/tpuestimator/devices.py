@@ -1,0 +1,195 @@
+"""Choosing the `tf.distribute` strategy for `run.strategy` (CPU, GPU, TPU, multi-worker).
+
+No home-made cluster code: every kind maps onto a strategy TensorFlow ships.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from typing import Any, Mapping
+
+from tpuestimator.errors import ConfigError, TPUUnavailableError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeviceInfo:
+    """What the job runs on. `kind` is 'cpu', 'gpu' or 'tpu'."""
+
+    strategy_name: str
+    kind: str
+    num_replicas: int
+    devices: tuple[str, ...]
+    topology: str | None = None
+
+    def as_properties(self) -> dict:
+        return {"strategy": self.strategy_name, "num_replicas": self.num_replicas, "device": self.kind,
+                "devices": ",".join(self.devices), **({"tpu_topology": self.topology} if self.topology else {})}
+
+
+def split_cpu(num_devices: int) -> None:
+    """Splits the physical CPU into `num_devices` logical devices (rehearses an N-core TPU).
+
+    Must run before TensorFlow initialises its devices; a later call with the same count is
+    a no-op, a different count is an error naming `run.num_cpu_devices`.
+    """
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current and len(current) == num_devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have == num_devices:
+            return
+        raise ConfigError("run.num_cpu_devices", num_devices,
+                          f"the count this process already initialised ({have}); TensorFlow fixes logical "
+                          "devices at start-up, so run it in a fresh process") from None
+
+
+def make_strategy(run: Mapping[str, Any]):
+    """Builds the strategy for a config's `run` section.
+
+    Returns:
+      (strategy, DeviceInfo)
+
+    Raises:
+      TPUUnavailableError: `tpu` asked for but unreachable (never a hang).
+      ConfigError: a strategy that cannot be built here, naming `run.strategy`.
+    """
+    import tensorflow as tf
+
+    kind = run.get("strategy", "auto")
+    if run.get("num_cpu_devices"):
+        split_cpu(int(run["num_cpu_devices"]))
+    if kind == "auto":
+        if run.get("tpu") or os.environ.get("TPU_NAME"):
+            kind = "tpu"
+        elif tf.config.list_physical_devices("GPU"):
+            kind = "gpu"
+        elif run.get("num_cpu_devices", 1) and run.get("num_cpu_devices", 1) > 1:
+            kind = "mirrored"
+        else:
+            kind = "cpu"
+    if kind == "tpu":
+        return _tpu_strategy(run)
+    if kind == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError("run.strategy", "multi_worker",
+                              "a TF_CONFIG environment variable describing the cluster (see README, 'What runs where')")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        return strategy, _info("multi_worker", strategy)
+    if kind == "gpu":
+        gpus = tf.config.list_logical_devices("GPU")
+        if not gpus:
+            raise ConfigError("run.strategy", "gpu", "'auto' or 'cpu' on a machine without a GPU (none was found)")
+        if len(gpus) == 1:
+            strategy = tf.distribute.OneDeviceStrategy(gpus[0].name)
+        else:
+            strategy = tf.distribute.MirroredStrategy([d.name for d in gpus])
+        return strategy, _info("gpu", strategy, kind="gpu")
+    if kind == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        strategy = tf.distribute.MirroredStrategy(devices)
+        return strategy, _info("mirrored", strategy, kind="gpu" if gpus else "cpu")
+    # cpu
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) > 1:
+        strategy = tf.distribute.MirroredStrategy([d.name for d in cpus])
+        return strategy, _info("mirrored", strategy, kind="cpu")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    return strategy, _info("cpu", strategy, kind="cpu")
+
+
+def _info(name: str, strategy, kind: str | None = None, topology: str | None = None) -> DeviceInfo:
+    devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
+    if kind is None:
+        kind = "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
+    return DeviceInfo(strategy_name=name, kind=kind, num_replicas=int(strategy.num_replicas_in_sync),
+                      devices=devices, topology=topology)
+
+
+def _tpu_strategy(run: Mapping[str, Any]):
+    import tensorflow as tf
+
+    tpu = run.get("tpu") or os.environ.get("TPU_NAME")
+    where = f"run.tpu={tpu!r} (zone={run.get('zone')!r}, project={run.get('project')!r})"
+    fix = ("On a Cloud TPU VM install the `tpu` extra (tensorflow-tpu + libtpu) and use run.tpu: local; "
+           "elsewhere give the TPU's name with run.zone and run.project, or its grpc://host:port address; "
+           "or set run.strategy: auto to train on CPU/GPU. `tpuestimator check CONFIG` rehearses TPU "
+           "compatibility on a CPU.")
+    # Each probe below answers quickly: TPU initialisation against an unreachable address can
+    # otherwise block for many minutes, and users must get an error, not a hang.
+    if tpu == "local":
+        if not tf.config.list_physical_devices("TPU"):
+            raise TPUUnavailableError(f"No TPU is reachable for {where}: this machine has no local TPU devices "
+                                      f"(TensorFlow lists none). {fix}")
+    elif str(tpu).startswith("grpc://"):
+        _probe_tcp(str(tpu)[len("grpc://"):], where, fix)
+
+    def connect():
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=None if tpu == "local" else tpu, zone=run.get("zone"), project=run.get("project"))
+        tf.config.experimental_connect_to_cluster(resolver)
+        return resolver, tf.tpu.experimental.initialize_tpu_system(resolver)
+
+    try:
+        resolver, topology = _with_timeout(connect, float(os.environ.get("TPUESTIMATOR_TPU_TIMEOUT", "120")))
+    except TimeoutError:
+        raise TPUUnavailableError(f"No TPU answered within the time limit for {where}. {fix}") from None
+    except Exception as exc:  # TF raises many types here (ValueError, OpError, HttpError, ...)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise TPUUnavailableError(f"No TPU is reachable for {where}: {type(exc).__name__}: {first}. {fix}") from None
+    strategy = tf.distribute.TPUStrategy(resolver)
+    topo = "x".join(str(d) for d in getattr(topology, "mesh_shape", ())) or None
+    return strategy, _info("tpu", strategy, kind="tpu", topology=topo)
+
+
+def _probe_tcp(address: str, where: str, fix: str) -> None:
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return
+    except (OSError, ValueError) as exc:
+        raise TPUUnavailableError(f"No TPU is reachable for {where}: cannot connect to {address} ({exc}). {fix}") from None
+
+
+def _with_timeout(fn, seconds: float):
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="tpu-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def tf_config_task() -> dict | None:
+    """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        return json.loads(raw).get("task")
+    except json.JSONDecodeError:
+        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None

@@ -1,0 +1,70 @@
+"""Exceptions a user can cause, each naming the field or file, the value and the fix.
+
+The R package maps these class names onto R condition classes
+(`tpuestimator_config_error`, ...), so keep the names stable.
+"""
+from __future__ import annotations
+
+
+class TPUEstimatorError(Exception):
+    """Base class of every error tpuestimator raises on purpose."""
+
+
+class ConfigError(TPUEstimatorError, ValueError):
+    """A configuration field holds a value that is not allowed.
+
+    Attributes:
+      field: dotted path of the field (``train.batch_size``).
+      value: the offending value.
+      allowed: what would be accepted.
+    """
+
+    def __init__(self, field: str, value, allowed: str, *, source: str | None = None):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.source = source
+        where = f" in {source}" if source else ""
+        super().__init__(f"`{field}`{where} is invalid. Received: {field}={value!r}. Expected: {allowed}.")
+
+
+class DataError(TPUEstimatorError, ValueError):
+    """Input data cannot be read as configured (missing files, corrupt or mis-shaped records)."""
+
+    def __init__(self, message: str, *, path: str | None = None, record: int | None = None,
+                 feature: str | None = None):
+        self.path = path
+        self.record = record
+        self.feature = feature
+        super().__init__(message)
+
+
+class ModelFnError(TPUEstimatorError, TypeError):
+    """A model function broke the model-function contract."""
+
+
+class NonFiniteError(TPUEstimatorError, FloatingPointError):
+    """Training produced a NaN or Inf loss, gradient or weight and was stopped.
+
+    Attributes:
+      step: the global step at the end of the loop that went non-finite.
+      what: which value went non-finite (``loss``, ``weights``).
+      last_good_checkpoint: path of the last finite checkpoint, or None.
+      report_path: where the report and repro bundle were written, or None.
+    """
+
+    def __init__(self, message: str, *, step: int, what: str, last_good_checkpoint: str | None = None,
+                 report_path: str | None = None):
+        self.step = step
+        self.what = what
+        self.last_good_checkpoint = last_good_checkpoint
+        self.report_path = report_path
+        super().__init__(message)
+
+
+class TPUUnavailableError(TPUEstimatorError, RuntimeError):
+    """`run.strategy: tpu` was asked for but no TPU could be reached."""
+
+
+class CompatibilityError(TPUEstimatorError, ValueError):
+    """`tpuestimator check` found something that would not run on a TPU."""

@@ -1,0 +1,72 @@
+"""Atomic file and folder writes: a crash never leaves a half-written file behind.
+
+Every JSON file, run record and export that tpuestimator writes goes through here.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` to `path` through a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def json_safe(value: Any) -> Any:
+    """Replaces NaN and +-Inf with None (JSON null) at any depth; numpy scalars become Python ones.
+
+    Python's json writes NaN/Infinity, which R's jsonlite (and the JSON standard) reject.
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any, *, indent: int | None = 2) -> None:
+    """Writes strict JSON (no NaN/Infinity) atomically."""
+    atomic_write_text(path, json.dumps(json_safe(data), indent=indent, allow_nan=False) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_directory(final: str | os.PathLike) -> Iterator[Path]:
+    """Yields a temp folder beside `final`; renames it to `final` only if the block succeeds.
+
+    Raises:
+      FileExistsError: when `final` already exists (exports are never overwritten).
+    """
+    final = Path(final)
+    if final.exists():
+        raise FileExistsError(f"{final} already exists; refusing to overwrite it")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

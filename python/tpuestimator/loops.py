@@ -1,0 +1,74 @@
+"""Inner device loops: `iterations_per_loop` steps per device call.
+
+Each loop is one `tf.function` over `tf.range(n)` with `n` passed as a tensor, so changing
+the number of steps (the last, shorter loop) never retraces. The host wakes only between
+loops; checkpoints, logging, hooks and evaluation live in the Estimator's outer loop.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+
+def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool):
+    """Returns `loop(iterator, n) -> steps_run` running `replica_step` on every replica n times.
+
+    Args:
+      exhaustible: the dataset can end (finite input with no `repeat`): the loop then reads
+        with `get_next_as_optional` and stops early when data runs out (seed 003's
+        `OutOfRange` semantics). Infinite datasets use the cheaper plain `next`.
+    """
+    import tensorflow as tf
+
+    if exhaustible:
+        @tf.function
+        def loop(iterator, n):
+            steps = tf.constant(0, tf.int64)
+            for _ in tf.range(n):
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                strategy.run(replica_step, args=optional.get_value())
+                steps += 1
+            global_step.assign_add(steps)
+            return steps
+    else:
+        @tf.function
+        def loop(iterator, n):
+            for _ in tf.range(n):
+                strategy.run(replica_step, args=next(iterator))
+            global_step.assign_add(tf.cast(n, tf.int64))
+            return tf.cast(n, tf.int64)
+    return loop
+
+
+def make_eval_loop(strategy, replica_step: Callable):
+    """Returns `loop(dist_dataset)` running `replica_step` over every (padded) batch."""
+    import tensorflow as tf
+
+    @tf.function
+    def loop(dist_dataset):
+        for batch in dist_dataset:
+            strategy.run(replica_step, args=batch)
+    return loop
+
+
+def make_predict_step(strategy, replica_step: Callable):
+    """Returns `step(batch) -> per-replica results` for host-side collection."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(batch):
+        return strategy.run(replica_step, args=batch)
+    return step
+
+
+def make_all_finite(variables):
+    """Returns a function that is True when every variable is finite (NaN/Inf sentinel)."""
+    import tensorflow as tf
+
+    @tf.function
+    def all_finite():
+        checks = [tf.reduce_all(tf.math.is_finite(tf.cast(v, tf.float32))) for v in variables
+                  if tf.as_dtype(v.dtype).is_floating]
+        return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+    return all_finite

@@ -1,0 +1,36 @@
+"""Built-in model functions and the lookup of `model: name | module:function`."""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from tpuestimator.errors import ConfigError
+
+BUILTIN = {
+    "cnn": "tpuestimator.models.cnn:cnn",
+    "image_classifier": "tpuestimator.models.image_classifier:image_classifier",
+    "linear": "tpuestimator.models.tabular:linear",
+    "mlp": "tpuestimator.models.tabular:mlp",
+}
+
+
+def resolve_model_fn(name: str | Callable) -> Callable:
+    """Returns the model function named by a built-in name or 'module:function'.
+
+    Raises:
+      ConfigError: naming `model` when the name is unknown or cannot be imported.
+    """
+    if callable(name):
+        return name
+    target = BUILTIN.get(name, name)
+    if ":" not in target:
+        raise ConfigError("model", name, "a built-in model (" + ", ".join(sorted(BUILTIN)) + ") or 'module:function'")
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError("model", name, f"an importable module ({exc}); put it on PYTHONPATH") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError("model", name, f"a function `{attr}` defined in module `{module_name}`")
+    return fn

@@ -1,0 +1,488 @@
+"""`RunRecorder`: writes one training run as a tfruns run folder.
+
+Layout (see shared/reference/tfruns-format.md)::
+
+    runs/2026-11-29T10-23-38Z/
+      tfruns.d/properties/<name>   start, end, completed, type, context, script, steps, ...
+      tfruns.d/flags.json          flat scalars (nested params flattened to dotted keys)
+      tfruns.d/metrics.json        {"step": [...], "loss": [...], "val_loss": [...]} null-padded
+      tfruns.d/evaluation.json     the final evaluation (finite values only)
+      tfruns.d/error.json          only for a failed run
+      tfruns.d/source.tar.gz       source/<script> (the config file)
+      logs/train, logs/eval        TensorBoard event files
+      plots/*.png                  metric curves
+      <artifacts>                  e.g. the export, output.log
+
+Crash safety: `create()` writes ``start``, ``end`` and ``completed=FALSE`` before anything
+else, every file is replaced atomically, and ``end`` moves forward at every `log_metrics()`,
+so a run killed with SIGKILL is still a valid, listable run (``completed`` FALSE).
+Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io as _io
+import json
+import logging
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tpuestimator.io import atomic_write_json, atomic_write_text, json_safe
+from tpuestimator.runs import naming
+from tpuestimator.runs.values import clean_evaluation, flatten_flags, metric_value, property_text
+
+logger = logging.getLogger(__name__)
+
+STEP_KEY = "step"
+EVAL_PREFIX = "val_"
+OWNER_FILE = "owner.json"
+_RESERVED = {naming.RECORD_DIR, "logs", "plots"}
+# Keys of a metrics dict that are the x axis, not metrics.
+_STEP_NAMES = {"step", "global_step"}
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Binary twin of `tpuestimator.io.atomic_write_text` (temp file + fsync + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _tensorflow_version() -> str | None:
+    tf = sys.modules.get("tensorflow")
+    version = getattr(tf, "__version__", None) if tf is not None else None
+    if version:
+        return str(version)
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-macos", "tf-nightly"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _git_commit(cwd: str | None = None) -> str | None:
+    """HEAD of the git repository holding `cwd`, or None (not a repo, no commit, no git)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or os.getcwd(), capture_output=True,
+                              text=True, timeout=5, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and len(commit) >= 7 else None
+
+
+def _get(mapping: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(mapping, Mapping) or key not in mapping:
+            return None
+        mapping = mapping[key]
+    return mapping
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def config_properties(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The tfruns properties that a job configuration determines (typed ones only when valid)."""
+    config = config or {}
+    props: dict[str, Any] = {}
+    train = _get(config, "train") or {}
+    params = _get(config, "params") or {}
+    steps = _get(train, "max_steps")
+    if not _is_int(steps):
+        steps = _get(train, "steps")
+    if _is_int(steps):
+        props["steps"] = steps
+    if _is_int(_get(train, "batch_size")):
+        props["batch_size"] = train["batch_size"]
+    lr = params.get("learning_rate") if isinstance(params, Mapping) else None
+    if lr is None:
+        lr = _get(params, "optimizer", "learning_rate")
+    if _is_number(lr):
+        props["learning_rate"] = lr
+    optimizer = params.get("optimizer") if isinstance(params, Mapping) else None
+    if isinstance(optimizer, Mapping):
+        optimizer = optimizer.get("name") or optimizer.get("type") or optimizer.get("class_name")
+    if isinstance(optimizer, str):
+        props["optimizer"] = optimizer
+    if isinstance(params, Mapping):
+        loss = params.get("loss_function", params.get("loss"))
+        if isinstance(loss, str):
+            props["loss_function"] = loss
+    if isinstance(config.get("model"), str):
+        props["model"] = config["model"]
+    strategy = _get(config, "run", "strategy")
+    if isinstance(strategy, str):
+        props["strategy"] = strategy
+    return props
+
+
+class RunRecorder:
+    """Records one training run in tfruns's format. Make one with `RunRecorder.create()`.
+
+    Attributes:
+      run_dir: the run folder (``runs/2026-11-29T10-23-38Z``).
+      logs_dir: ``run_dir/logs``; TensorBoard events go in ``logs/train`` and ``logs/eval``.
+      plots_dir: ``run_dir/plots``.
+      start: the start time, epoch seconds.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, *, start: float, planned_evals: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.record_dir = self.run_dir / naming.RECORD_DIR
+        self.properties_dir = self.record_dir / "properties"
+        self.logs_dir = self.run_dir / "logs"
+        self.plots_dir = self.run_dir / "plots"
+        self.start = float(start)
+        self.planned_evals = int(planned_evals) if planned_evals else None
+        self._steps: list[float | None] = []
+        self._rows: list[dict[str, float | None]] = []
+        self._names: list[str] = []
+        self._state = "running"
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ creation
+    @classmethod
+    def create(cls, runs_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
+               flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
+               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> "RunRecorder":
+        """Creates a new run folder named by its UTC start time and writes its first records.
+
+        Args:
+          runs_dir: the runs folder (created if needed).
+          config: the resolved job configuration (a plain dict); gives the typed properties
+            (steps, batch_size, learning_rate, optimizer, loss_function, model, strategy) and
+            is archived in source.tar.gz.
+          flags: the hyperparameters to compare runs by; flattened to dotted scalar keys.
+          script: the config file that was run. When it is an existing file it is archived as
+            ``source/<basename>``; otherwise `config` is written under that name (a dict
+            config from R gets ``config.yaml``).
+          planned_evals: how many evaluations the run will log; metric arrays are padded with
+            null to this length (None: arrays grow as evaluations come).
+          properties: extra properties, written last (they win over derived ones).
+
+        Returns:
+          The recorder; ``start``, ``end`` and ``completed=FALSE`` are already on disk.
+        """
+        run_dir, start = naming.create_run_dir(runs_dir)
+        rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        script_name = Path(str(script)).name if script else ""
+        if not script_name or script_name in (".", ".."):
+            script_name = "config.yaml"
+        # First the three properties that make a crashed run valid.
+        rec._write_property("start", f"{start:.3f}")
+        rec._write_property("end", f"{start:.3f}")
+        rec._write_property("completed", "FALSE")
+        atomic_write_json(rec.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
+        base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
+        base.update(config_properties(config))
+        tf_version = _tensorflow_version()
+        if tf_version:
+            base["tensorflow_version"] = tf_version
+        commit = _git_commit()
+        if commit:
+            base["git_commit"] = commit
+        flat, dropped = flatten_flags(flags)
+        if dropped:
+            base["flags_dropped"] = ", ".join(f"{k} ({why})" for k, why in dropped.items())
+            logger.info("Flags left out of flags.json (no value): %s", base["flags_dropped"])
+        base.update(properties or {})
+        rec.set_properties(**base)
+        atomic_write_json(rec.record_dir / "flags.json", flat)
+        rec._write_source(script, script_name, config)
+        for sub in ("train", "eval"):
+            (rec.logs_dir / sub).mkdir(parents=True, exist_ok=True)
+        if rec.planned_evals:
+            rec._write_metrics()
+        logger.info("Recording run in %s", run_dir)
+        return rec
+
+    def _write_source(self, script: str | os.PathLike | None, script_name: str,
+                      config: Mapping[str, Any] | None) -> None:
+        files: dict[str, bytes] = {}
+        path = Path(str(script)) if script else None
+        if path is not None and path.is_file():
+            files[script_name] = path.read_bytes()
+        else:
+            cfg = json.loads(json.dumps(json_safe(dict(config or {})), default=str))
+            if script_name.endswith(".json"):
+                files[script_name] = (json.dumps(cfg, indent=2) + "\n").encode()
+            else:
+                files[script_name] = yaml.safe_dump(cfg, sort_keys=False).encode()
+        if config and "resolved_config.yaml" not in files:
+            cfg = json.loads(json.dumps(json_safe(dict(config)), default=str))
+            files["resolved_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False).encode()
+        buf = _io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            now = time.time()
+            folder = tarfile.TarInfo("source")
+            folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(folder)
+            for name, data in files.items():
+                info = tarfile.TarInfo(f"source/{name}")
+                info.size, info.mode, info.mtime = len(data), 0o644, now
+                tar.addfile(info, _io.BytesIO(data))
+        _atomic_write_bytes(self.record_dir / "source.tar.gz", buf.getvalue())
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def name(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def train_logs_dir(self) -> Path:
+        return self.logs_dir / "train"
+
+    @property
+    def eval_logs_dir(self) -> Path:
+        return self.logs_dir / "eval"
+
+    def _write_property(self, name: str, text: str) -> None:
+        atomic_write_text(self.properties_dir / name, text)
+
+    def set_properties(self, **kv: Any) -> None:
+        """Writes properties, one file each (None values are skipped; booleans as TRUE/FALSE).
+
+        Typed tfruns properties (``steps``, ``batch_size``, ``samples``, ``epochs``,
+        ``validation_samples`` integers; ``learning_rate`` a number) are skipped with a
+        warning when the value does not fit, because R would read them as NA.
+        """
+        with self._lock:
+            for key, value in kv.items():
+                if value is None:
+                    continue
+                name = str(key).replace(os.sep, "_").replace("/", "_").strip(". ") or "property"
+                if name in ("steps", "batch_size", "samples", "epochs", "validation_samples") and not (
+                        _is_int(value) or (_is_number(value) and float(value).is_integer())):
+                    logger.warning("Property %s=%r is not an integer; not written.", name, value)
+                    continue
+                if name == "learning_rate" and not _is_number(value):
+                    logger.warning("Property learning_rate=%r is not a finite number; not written.", value)
+                    continue
+                self._write_property(name, property_text(value))
+
+    def _touch_end(self) -> None:
+        self._write_property("end", f"{time.time():.3f}")
+
+    # ------------------------------------------------------------------ metrics
+    def log_metrics(self, step: int | float | None, metrics: Mapping[str, Any] | None = None, *,
+                    eval_metrics: Mapping[str, Any] | None = None) -> None:
+        """Appends one row (one evaluation) to metrics.json and moves ``end`` forward.
+
+        Args:
+          step: the global step of this row (the ``step`` array, the charts' x axis).
+          metrics: training metrics, recorded under their own names (``loss``).
+          eval_metrics: evaluation metrics, recorded as ``val_<name>`` so tfruns charts them
+            beside the training ones (names already starting with ``val_`` are kept).
+
+        NaN and Inf become null. The whole file is rewritten atomically at every call.
+        """
+        row: dict[str, float | None] = {}
+        for key, value in (metrics or {}).items():
+            if str(key) not in _STEP_NAMES:
+                row[str(key)] = metric_value(value)
+        for key, value in (eval_metrics or {}).items():
+            key = str(key)
+            if key in _STEP_NAMES:
+                continue
+            row[key if key.startswith(EVAL_PREFIX) else EVAL_PREFIX + key] = metric_value(value)
+        with self._lock:
+            for key in row:
+                if key not in self._names:
+                    self._names.append(key)
+            self._steps.append(metric_value(step) if step is not None else None)
+            self._rows.append(row)
+            self._write_metrics()
+            if step is not None and metric_value(step) is not None:
+                self._write_property("global_step", property_text(int(step)))
+            self._touch_end()
+
+    def _metric_arrays(self) -> dict[str, list[float | None]]:
+        length = max(self.planned_evals or 0, len(self._rows))
+        pad = [None] * (length - len(self._rows))
+        arrays: dict[str, list[float | None]] = {STEP_KEY: [_int_if_whole(s) for s in self._steps] + pad}
+        train = [n for n in self._names if not n.startswith(EVAL_PREFIX)]
+        val = [n for n in self._names if n.startswith(EVAL_PREFIX)]
+        for name in train + val:
+            arrays[name] = [row.get(name) for row in self._rows] + pad
+        return arrays
+
+    def _write_metrics(self) -> None:
+        atomic_write_json(self.record_dir / "metrics.json", self._metric_arrays(), indent=None)
+
+    @property
+    def metrics(self) -> dict[str, list[float | None]]:
+        """The metric arrays as written to metrics.json."""
+        with self._lock:
+            return self._metric_arrays()
+
+    def write_evaluation(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes evaluation.json: the final evaluation, finite values only.
+
+        A ``global_step`` entry becomes the ``global_step`` property instead.
+
+        Returns:
+          The object written.
+        """
+        metrics = dict(metrics or {})
+        step = metrics.pop("global_step", None)
+        evaluation = clean_evaluation(metrics)
+        with self._lock:
+            atomic_write_json(self.record_dir / "evaluation.json", evaluation)
+            if metric_value(step) is not None:
+                self._write_property("global_step", property_text(int(metric_value(step))))
+            self._touch_end()
+        return evaluation
+
+    # ------------------------------------------------------------------ artifacts
+    def add_artifact(self, src: str | os.PathLike, name: str | None = None) -> Path:
+        """Copies a file or folder into the run folder (replacing one of the same name).
+
+        Args:
+          src: the file or folder to copy (e.g. the export, ``output.log``).
+          name: its name in the run folder; default the source's name. May hold ``/``.
+
+        Returns:
+          The copy's path.
+
+        Raises:
+          FileNotFoundError: `src` does not exist.
+          ValueError: `name` leaves the run folder or is a reserved folder.
+        """
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(f"add_artifact: {src} does not exist; pass an existing file or folder.")
+        rel = Path(name or src.name)
+        if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] in _RESERVED:
+            raise ValueError(f"add_artifact: name={str(rel)!r} is not allowed. Expected a relative path inside "
+                             f"the run folder, not starting with {', '.join(sorted(_RESERVED))}.")
+        dest = self.run_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+            try:
+                shutil.copytree(src, tmp, dirs_exist_ok=True)
+                old = None
+                if dest.exists():
+                    old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
+                    os.replace(dest, old)
+                os.replace(tmp, dest)
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        else:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+            os.close(fd)
+            try:
+                shutil.copyfile(src, tmp_name)
+                if dest.is_dir():
+                    shutil.rmtree(dest)
+                os.replace(tmp_name, dest)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp_name)
+                raise
+        return dest
+
+    def write_plots(self) -> list[Path]:
+        """Draws the metric curves (``loss`` with ``val_loss``, ...) as PNG files in plots/."""
+        from tpuestimator.runs.plots import write_metric_pngs
+
+        with self._lock:
+            arrays = self._metric_arrays()
+        return write_metric_pngs(arrays, self.plots_dir)
+
+    # ------------------------------------------------------------------ ending
+    def _finish_plots(self) -> None:
+        if not self._rows:
+            return
+        try:
+            self.write_plots()
+        except Exception:  # a plot must never fail a run
+            logger.warning("Could not draw the metric plots of %s", self.run_dir, exc_info=True)
+
+    def complete(self, *, plots: bool = True) -> None:
+        """Marks the run completed (``completed=TRUE``, ``end`` now); draws the plots by default."""
+        with self._lock:
+            if self._state != "running":
+                logger.warning("Run %s already ended (%s); complete() ignored.", self.name, self._state)
+                return
+            if plots:
+                self._finish_plots()
+            self._touch_end()
+            self._write_property("completed", "TRUE")
+            self._state = "completed"
+
+    def fail(self, exc: BaseException, *, plots: bool = True) -> None:
+        """Marks the run failed: writes error.json, ``completed=FALSE`` and ``end``.
+
+        Args:
+          exc: the exception that ended the run; its message and traceback frames are recorded.
+        """
+        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        frames = [frame.rstrip("\n") for frame in traceback.format_tb(exc.__traceback__)]
+        with self._lock:
+            if self._state == "completed":
+                logger.warning("Run %s already completed; fail() ignored.", self.name)
+                return
+            atomic_write_json(self.record_dir / "error.json", {"message": message, "traceback": frames})
+            if plots and self._state == "running":
+                self._finish_plots()
+            self._touch_end()
+            self._write_property("completed", "FALSE")
+            self._state = "failed"
+
+    @property
+    def state(self) -> str:
+        """``running``, ``completed`` or ``failed``."""
+        return self._state
+
+    def __enter__(self) -> "RunRecorder":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None:
+            self.fail(exc)
+        elif self._state == "running":
+            self.complete()
+        return False
+
+    def __repr__(self) -> str:
+        return f"RunRecorder({str(self.run_dir)!r}, state={self._state!r})"
+
+
+def _int_if_whole(value: float | None) -> float | int | None:
+    if value is not None and float(value).is_integer():
+        return int(value)
+    return value
