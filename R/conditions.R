@@ -98,11 +98,7 @@ python_condition <- function(e) {
   if (is.null(last) || is.null(last$type)) return(NULL)
   if (!startsWith(msg, paste0(last$type, ":")) && !startsWith(msg, last$type)) return(NULL)
   exc <- attr(last, "exception")
-  mro <- tryCatch(
-    vapply(reticulate::py_get_attr(reticulate::py_get_attr(exc, "__class__"), "__mro__"),
-           function(k) reticulate::py_to_r(reticulate::py_get_attr(k, "__name__")), ""),
-    error = function(err) last$type
-  )
+  mro <- tryCatch(as.character(py_helpers()$mro_names(exc)), error = function(err) last$type)
   specific <- unname(python_error_classes[intersect(mro, names(python_error_classes))])
   if (!length(specific)) specific <- "tpuestimator_python_error"
   fields <- list()

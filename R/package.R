@@ -110,18 +110,22 @@ python_missing_message <- function(detail) {
 }
 
 # Imports tpuestimator.<name> (cached). Python errors become tpuestimator_python_missing.
-py_mod <- function(name = NULL) {
+py_mod <- function(name = NULL, convert = TRUE) {
   full <- if (is.null(name)) "tpuestimator" else paste0("tpuestimator.", name)
-  mod <- .globals$modules[[full]]
+  key <- paste0(full, if (convert) "" else ":raw")
+  mod <- .globals$modules[[key]]
   if (!is.null(mod)) return(mod)
   mod <- tryCatch(
-    reticulate::import(full, convert = TRUE),
+    reticulate::import(full, convert = convert),
     error = function(e) {
       msg <- conditionMessage(e)
-      if (!is.null(name) && grepl("No module named", msg, fixed = TRUE) &&
-          tpuestimator_available()) {
-        stop("The installed tpuestimator Python package has no module `", full,
-             "`: update it with install_tpuestimator().", call. = FALSE)
+      if (!is.null(name) && tpuestimator_available()) {
+        if (grepl(paste0("No module named '", full, "'"), msg, fixed = TRUE)) {
+          stop("The installed tpuestimator Python package has no module `", full,
+               "`: update it with install_tpuestimator().", call. = FALSE)
+        }
+        cond <- python_condition(e)
+        stop(if (is.null(cond)) e else cond)
       }
       stop(structure(
         class = c("tpuestimator_python_missing", "error", "condition"),
@@ -129,6 +133,6 @@ py_mod <- function(name = NULL) {
       ))
     }
   )
-  .globals$modules[[full]] <- mod
+  .globals$modules[[key]] <- mod
   mod
 }

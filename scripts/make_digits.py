@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from tpuestimator.data import encode  # noqa: E402
 from tpuestimator.data.manifest import build_manifest, split_info  # noqa: E402
+from tpuestimator.data.writers import write_shard  # noqa: E402
 from tpuestimator.io import atomic_write_json, atomic_write_text  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tpuestimator",
@@ -53,17 +54,6 @@ export:
 """
 
 
-def write_records(path: str, records: list[bytes]) -> None:
-    """Writes serialized records to `path` through a temp file and a rename."""
-    import tensorflow as tf
-
-    tmp = path + ".tmp"
-    with tf.io.TFRecordWriter(tmp) as writer:
-        for rec in records:
-            writer.write(rec)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--out", default=DEFAULT_OUT)
@@ -85,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for split, ids in (("train", train_idx), ("eval", eval_idx)):
         records = [encode.mnist_example(images[i].reshape(8, 8, 1), int(labels[i])) for i in ids]
         name = f"{split}.tfrecord"
-        write_records(os.path.join(args.out, name), records)
+        write_shard(os.path.join(args.out, name), records)
         splits[split] = split_info([name], labels[ids], vocab, name)
     atomic_write_text(os.path.join(args.out, "labels.txt"), "\n".join(vocab) + "\n")
     manifest = build_manifest(format="mnist", splits=splits, vocabulary=vocab,
@@ -93,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                               source="sklearn.datasets.load_digits (UCI optdigits), pixels 0..16 -> 0..255")
     atomic_write_json(os.path.join(args.out, "manifest.json"), manifest)
     atomic_write_text(os.path.join(args.out, "digits.yaml"), CONFIG)
+    for fname in os.listdir(args.out):
+        os.chmod(os.path.join(args.out, fname), 0o644)
     print(f"wrote {len(train_idx)} train / {len(eval_idx)} eval records to {os.path.abspath(args.out)}")
     return 0
 

@@ -545,7 +545,7 @@ class Estimator:
         results["num_examples"] = int(self._eval_count.result())
         results["global_step"] = int(self._step.numpy())
         hook_list.after_eval(results["global_step"], results)
-        logger.info("eval at step %d: %s", results["global_step"], results)
+        logger.debug("eval at step %d: %s", results["global_step"], results)
         return results
 
     def predict(self, input_fn, *, yield_single_examples: bool = True) -> Iterator[dict]:

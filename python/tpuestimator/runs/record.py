@@ -453,11 +453,11 @@ class RunRecorder:
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         frames = [frame.rstrip("\n") for frame in traceback.format_tb(exc.__traceback__)]
         with self._lock:
-            if self._state == "completed":
-                logger.warning("Run %s already completed; fail() ignored.", self.name)
+            if self._state != "running":
+                logger.warning("Run %s already ended (%s); fail() ignored.", self.name, self._state)
                 return
             atomic_write_json(self.record_dir / "error.json", {"message": message, "traceback": frames})
-            if plots and self._state == "running":
+            if plots:
                 self._finish_plots()
             self._touch_end()
             self._write_property("completed", "FALSE")

@@ -1,0 +1,342 @@
+#' Train a model from a configuration
+#'
+#' Runs one job with the Python core (`tpuestimator.job.run_job()`): trains,
+#' evaluates every `eval.every_n_steps` and at the end, exports a SavedModel and
+#' records the run in tfruns's format under the runs folder (`runs/` by default,
+#' see [ls_runs()]). Progress lines (`train | step: 200/1000 | steps/sec: 51.2 |
+#' loss: 0.3100`) are printed live in the R console through an R callback.
+#'
+#' @section Model functions written in R:
+#' `model_fn` may be an R function `function(params)` that builds a Keras model
+#' through reticulate and returns `tpuestimator$ModelSpec(model = ..., loss = ...,
+#' optimizer = ...)`; `params` holds the configuration's `params` plus
+#' `batch_size` (per replica), `global_batch_size`, `num_replicas`, `device` and
+#' `num_classes`/`image` when the data defines them. See
+#' `system.file("examples", "keras_model_fn.R", package = "tpuestimatorr")`.
+#'
+#' @section Hooks written in R:
+#' `hooks` may hold R functions `function(event, info)`; they are called with the
+#' same events as the progress callback (`"begin"`, `"loop"` with `step`,
+#' `max_steps`, `loss`, `steps_per_sec`; `"eval"` with `step` and `metrics`;
+#' `"end"`), and with Python `tpuestimator.hooks.Hook` objects.
+#'
+#' An error inside an R model function or hook stops training and is signalled in
+#' R as a `tpuestimator_callback_error` carrying the R message (see
+#' [tpuestimator_conditions]).
+#'
+#' @section tfruns:
+#' Inside `tfruns::training_run()` (when tfruns is installed and a run is
+#' active) the record is written into `tfruns::run_dir()` instead of a second
+#' run folder, so tfruns's own run holds the metrics, evaluation, TensorBoard logs
+#' and export.
+#'
+#' @param cfg A [tpu_config()] object, a path to a YAML/JSON configuration file, or
+#'   a named list of sections.
+#' @param model_fn `NULL` (use the configuration's `model`), an R function
+#'   `function(params)` returning a `ModelSpec`, a Python callable, or a string
+#'   naming a built-in model (`"cnn"`, `"mlp"`, ...) or `"module:function"`.
+#' @param hooks `NULL`, an R function `function(event, info)`, a Python
+#'   `tpuestimator.hooks.Hook`, or a list of them.
+#' @param model_dir Folder of checkpoints and exports. Default: the configuration's
+#'   `run.model_dir`, else `models/<name>`.
+#' @param runs_dir Folder of run records. Default: the configuration's
+#'   `run.runs_dir` (`"runs"`).
+#' @param verbose Print progress lines in the console.
+#' @param ... Configuration overrides, as in [tpu_config()]:
+#'   `train.max_steps = 500L`.
+#' @param export Export a SavedModel at the end (as configured under `export`).
+#' @param progress An optional extra R function `function(event, info)` called
+#'   with every progress event (after the console printer).
+#' @return A `tpu_run` object (a list): `run_dir`, `model_dir`, `export_dir`,
+#'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
+#'   per evaluation, with `step`), `global_step` and `config` (the resolved
+#'   configuration). It has [print()] and [summary()] methods and can be passed to
+#'   [tpu_evaluate()], [tpu_predict()], [tpu_export()], [view_run()] and
+#'   [tensorboard()].
+#' @seealso [tpu_config()], [tpu_evaluate()], [tpu_predict()], [ls_runs()],
+#'   [tpu_estimator()]
+#' @examples
+#' if (tpuestimator_available()) {
+#'   withr::with_dir(tempdir(), {
+#'     run <- tpu_train(tpu_example("digits"), train.max_steps = 100L)
+#'     run
+#'     run$metrics$accuracy
+#'   })
+#' }
+#' \dontrun{
+#' # A model function written in R
+#' keras <- reticulate::import("keras")
+#' model_fn <- function(params) {
+#'   model <- keras$Sequential(list(
+#'     keras$layers$Input(shape = list(8L, 8L, 1L)),
+#'     keras$layers$Flatten(),
+#'     keras$layers$Dense(64L, activation = "relu"),
+#'     keras$layers$Dense(params$num_classes)
+#'   ))
+#'   tpuestimator$ModelSpec(
+#'     model = model,
+#'     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),
+#'     optimizer = keras$optimizers$Adam(params$learning_rate)
+#'   )
+#' }
+#' run <- tpu_train(tpu_example("digits"), model_fn = model_fn,
+#'                  hooks = function(event, info) if (event == "eval") print(info$metrics))
+#' }
+#' @export
+tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
+                      verbose = getOption("tpuestimatorr.verbose", TRUE), ..., export = TRUE,
+                      progress = NULL) {
+  verbose <- as_flag(verbose, "verbose")
+  export <- as_flag(export, "export")
+  progress <- as_nullable_function(progress, "progress")
+  overrides <- overrides_from_dots(...)
+  if (is.character(model_fn)) {
+    overrides <- c(overrides, paste0("model=", as_string(model_fn, "model_fn")))
+    model_fn <- NULL
+  }
+  model_fn <- as_nullable_function(model_fn, "model_fn")
+  hooks <- as_hook_list(hooks)
+  model_dir <- as_nullable_path(model_dir, "model_dir")
+  runs_dir <- as_nullable_path(runs_dir, "runs_dir")
+  src <- resolve_config(cfg, overrides)
+
+  job <- py_mod("job", convert = FALSE)
+  supported <- py_helpers()$signature_params(job$run_job)
+  args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
+  if (!is.null(src$base_dir) && !src$is_file && "base_dir" %in% supported) {
+    args$base_dir <- src$base_dir
+  }
+  if (!is.null(model_dir)) args$model_dir <- model_dir
+  if (!is.null(runs_dir)) args$runs_dir <- runs_dir
+  if (!is.null(model_fn)) {
+    args$model_fn <- if (is.function(model_fn)) {
+      reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE)
+    } else {
+      model_fn
+    }
+  }
+  if (length(hooks)) args$hooks <- reticulate::r_to_py(hooks, convert = FALSE)
+  args$progress <- reticulate::r_to_py(
+    wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
+    convert = TRUE
+  )
+
+  tfruns_dir <- tfruns_active_run_dir()
+  staging <- NULL
+  if (!is.null(tfruns_dir)) {
+    if ("run_dir" %in% supported) {
+      args$run_dir <- tfruns_dir
+    } else {
+      staging <- tempfile("tpu-runs-")
+      args$runs_dir <- staging
+    }
+  }
+
+  result <- with_python(do.call(job$run_job, args))
+  run <- tpu_run_from_result(result)
+  if (!is.null(staging)) {
+    run <- tfruns_adopt_run(run, tfruns_dir)
+    unlink(staging, recursive = TRUE)
+  }
+  if (verbose) message("run recorded in ", run$run_dir)
+  run
+}
+
+as_hook_list <- function(hooks) {
+  if (is.null(hooks)) return(list())
+  if (is.function(hooks) || inherits(hooks, "python.builtin.object")) hooks <- list(hooks)
+  if (!is.list(hooks)) {
+    arg_error("hooks", hooks, "NULL, a function(event, info), a Python Hook, or a list of them")
+  }
+  lapply(seq_along(hooks), function(i) {
+    h <- hooks[[i]]
+    if (is.function(h)) {
+      reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
+    } else if (inherits(h, "python.builtin.object")) {
+      h
+    } else {
+      arg_error(paste0("hooks[[", i, "]]"), h, "a function(event, info) or a Python Hook")
+    }
+  })
+}
+
+# The R progress callback: prints fixed-column lines, then calls the user's callback.
+progress_callback <- function(verbose, user = NULL) {
+  force(verbose)
+  force(user)
+  function(event, info) {
+    if (verbose) {
+      line <- format_progress(event, info)
+      if (!is.null(line)) message(line)
+    }
+    if (!is.null(user)) user(event, info)
+    invisible(NULL)
+  }
+}
+
+format_progress <- function(event, info) {
+  info <- if (is.list(info)) info else list()
+  num <- function(x, digits = 4) {
+    if (is.null(x) || length(x) != 1L || !is.numeric(x)) return(NA_character_)
+    if (is.na(x)) return("nan")
+    if (x == round(x) && abs(x) < 1e15) return(format(x, scientific = FALSE))
+    formatC(x, digits = digits, format = "fg", flag = "#")
+  }
+  field <- function(label, value) if (is.na(value)) NULL else paste0(label, ": ", value)
+  switch(
+    event,
+    begin = {
+      parts <- c(
+        field("job", if (is.character(info$name)) info$name else NA),
+        field("max steps", num(info$max_steps)),
+        field("device", if (is.character(info$device)) info$device else NA),
+        field("replicas", num(info$num_replicas)),
+        field("start step", num(info$global_step %||% info$step))
+      )
+      paste(c("begin", parts), collapse = " | ")
+    },
+    loop = {
+      step <- num(info$step)
+      if (!is.null(info$max_steps) && !is.na(num(info$max_steps))) step <- paste0(step, "/", num(info$max_steps))
+      parts <- c(
+        field("step", step),
+        field("steps/sec", num(info$steps_per_sec, 4)),
+        field("loss", num(info$loss))
+      )
+      paste(c("train", parts), collapse = " | ")
+    },
+    eval = {
+      metrics <- info$metrics %||% list()
+      metrics <- metrics[vapply(metrics, function(v) is.numeric(v) && length(v) == 1L, logical(1))]
+      parts <- c(field("step", num(info$step)),
+                 vapply(names(metrics), function(n) paste0(n, ": ", num(metrics[[n]])), ""))
+      paste(c("eval ", parts), collapse = " | ")
+    },
+    end = {
+      parts <- c(field("step", num(info$step %||% info$global_step)),
+                 field("seconds", num(info$seconds %||% info$elapsed, 3)))
+      paste(c("end  ", parts), collapse = " | ")
+    },
+    NULL
+  )
+}
+
+# JobResult (Python) -> tpu_run (R).
+tpu_run_from_result <- function(result) {
+  h <- py_helpers()
+  get <- function(name, simplify = TRUE) py_to_r_json(h$attr(result, name), simplify = simplify)
+  config <- h$attr(result, "config")
+  config <- tryCatch(
+    if (reticulate::py_has_attr(config, "to_dict")) py_to_r_json(config$to_dict(), simplify = FALSE)
+    else py_to_r_json(config, simplify = FALSE),
+    error = function(e) NULL
+  )
+  history <- get("history")
+  new_tpu_run(
+    run_dir = scalar_or_null(get("run_dir")),
+    model_dir = scalar_or_null(get("model_dir")),
+    export_dir = scalar_or_null(get("export_dir")),
+    metrics = as.list(get("metrics")),
+    history = as_history_df(history),
+    global_step = scalar_or_null(get("global_step")),
+    config = config
+  )
+}
+
+new_tpu_run <- function(run_dir, model_dir = NULL, export_dir = NULL, metrics = list(),
+                        history = data.frame(), global_step = NULL, config = NULL, ...) {
+  structure(
+    list(run_dir = run_dir, model_dir = model_dir, export_dir = export_dir, metrics = metrics,
+         history = history, global_step = global_step, config = config, ...),
+    class = "tpu_run"
+  )
+}
+
+scalar_or_null <- function(x) {
+  if (is.null(x) || length(x) == 0L || (length(x) == 1L && is.na(x))) NULL else x
+}
+
+as_history_df <- function(history) {
+  if (is.null(history) || length(history) == 0L) return(data.frame(step = integer()))
+  if (is.data.frame(history)) return(history)
+  if (is.list(history)) {
+    rows <- lapply(history, function(r) as.data.frame(null_to_na(r), stringsAsFactors = FALSE))
+    return(do.call(rbind_fill, rows))
+  }
+  data.frame(step = integer())
+}
+
+rbind_fill <- function(...) {
+  dfs <- list(...)
+  dfs <- dfs[!vapply(dfs, is.null, logical(1))]
+  if (!length(dfs)) return(data.frame())
+  cols <- unique(unlist(lapply(dfs, names)))
+  dfs <- lapply(dfs, function(d) {
+    for (col in setdiff(cols, names(d))) d[[col]] <- rep(NA, nrow(d))
+    d[cols]
+  })
+  out <- do.call(rbind, dfs)
+  rownames(out) <- NULL
+  out
+}
+
+#' @export
+print.tpu_run <- function(x, ...) {
+  cat("<tpu_run> ", x$run_dir %||% "(no run folder)", "\n", sep = "")
+  if (!is.null(x$model_dir)) cat("  model dir:   ", x$model_dir, "\n", sep = "")
+  if (!is.null(x$export_dir)) cat("  export:      ", x$export_dir, "\n", sep = "")
+  if (!is.null(x$global_step)) cat("  global step: ", x$global_step, "\n", sep = "")
+  if (!is.null(x$completed) && !isTRUE(x$completed)) cat("  completed:   FALSE\n")
+  metrics <- numeric_metrics(x$metrics)
+  if (length(metrics)) {
+    cat("  evaluation:  ",
+        paste(names(metrics), formatC(metrics, digits = 4, format = "fg", flag = "#"), sep = " ", collapse = ", "),
+        "\n", sep = "")
+  }
+  invisible(x)
+}
+
+numeric_metrics <- function(metrics) {
+  if (is.null(metrics) || !length(metrics)) return(numeric())
+  keep <- vapply(metrics, function(v) is.numeric(v) && length(v) == 1L, logical(1))
+  unlist(metrics[keep])
+}
+
+#' @export
+summary.tpu_run <- function(object, ...) {
+  structure(
+    list(
+      run_dir = object$run_dir,
+      model_dir = object$model_dir,
+      export_dir = object$export_dir,
+      global_step = object$global_step,
+      metrics = numeric_metrics(object$metrics),
+      history = object$history,
+      name = object$config$name,
+      model = object$config$model,
+      batch_size = object$config$train$batch_size,
+      strategy = object$config$run$strategy
+    ),
+    class = "summary.tpu_run"
+  )
+}
+
+#' @export
+print.summary.tpu_run <- function(x, ...) {
+  cat("Run:         ", x$run_dir %||% "-", "\n", sep = "")
+  if (!is.null(x$name)) cat("Job:         ", x$name, " (model: ", x$model %||% "?", ")\n", sep = "")
+  if (!is.null(x$batch_size)) cat("Batch size:  ", x$batch_size, " (global)\n", sep = "")
+  if (!is.null(x$strategy)) cat("Strategy:    ", x$strategy, "\n", sep = "")
+  if (!is.null(x$global_step)) cat("Global step: ", x$global_step, "\n", sep = "")
+  if (!is.null(x$model_dir)) cat("Model dir:   ", x$model_dir, "\n", sep = "")
+  if (!is.null(x$export_dir)) cat("Export:      ", x$export_dir, "\n", sep = "")
+  if (length(x$metrics)) {
+    cat("\nFinal evaluation:\n")
+    print(x$metrics, digits = 4)
+  }
+  if (is.data.frame(x$history) && nrow(x$history)) {
+    cat("\nEvaluation history:\n")
+    print(x$history, digits = 4, row.names = FALSE)
+  }
+  invisible(x)
+}

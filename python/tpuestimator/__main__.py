@@ -1,0 +1,5 @@
+import sys
+
+from tpuestimator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,68 @@
+"""The `tpuestimator` command line. Thin: parsing and printing only; the work is in the library.
+
+Nothing here imports TensorFlow at import time, so `tpuestimator --help` is fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from tpuestimator import __version__
+
+# Each module has `register(subparsers)`; its sub-commands set `func(args) -> int`.
+COMMAND_MODULES = ("train", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
+                   "debug")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tpuestimator",
+        description="Train custom TensorFlow models on CPU, GPU and TPU with one model function.")
+    parser.add_argument("--version", action="version", version=f"tpuestimator {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: TensorFlow's too)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"tpuestimator.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tpuestimator.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    import os
+
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    if verbose < 2:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        for noisy in ("absl", "tensorflow", "h5py", "PIL"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    _configure_logging(args.verbose)
+    from tpuestimator.errors import TPUEstimatorError
+
+    try:
+        return int(args.func(args) or 0)
+    except TPUEstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI sub-commands; each module's `register(subparsers)` adds its parser."""

@@ -1,0 +1,49 @@
+"""`tpuestimator train CONFIG`: train, evaluate, export and record a run."""
+from __future__ import annotations
+
+import sys
+
+
+def add_set_flag(parser) -> None:
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config field, e.g. --set train.max_steps=500 (repeatable)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train, evaluate and export from a config; records the run",
+                       description="Train from CONFIG; a rerun with the same model dir resumes from its latest checkpoint.")
+    p.add_argument("config", metavar="CONFIG", help="YAML or JSON config file")
+    add_set_flag(p)
+    p.add_argument("--model-dir", help="checkpoint folder (default: run.model_dir, else models/<name>)")
+    p.add_argument("--runs-dir", help="where run records go (default: run.runs_dir, else runs/)")
+    p.add_argument("--no-record", action="store_true", help="do not write a run record")
+    p.add_argument("--no-export", action="store_true", help="skip the exporters")
+    p.set_defaults(func=run)
+
+
+def print_metrics(metrics: dict, stream=sys.stdout) -> None:
+    for key, value in metrics.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else value
+        print(f"  {key:<14} {shown}", file=stream)
+
+
+def run(args) -> int:
+    from tpuestimator.config import load_config
+    from tpuestimator.hooks.builtin import ProgressBarHook
+    from tpuestimator.job import run_job
+
+    cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
+    bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
+    result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
+                     export=not args.no_export, hooks=[bar])
+    bar.close()
+    print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))
+    if result.metrics:
+        print("final evaluation:")
+        print_metrics(result.metrics)
+    print(f"checkpoints: {result.model_dir}")
+    if result.export_dir:
+        print(f"export:      {result.export_dir}")
+    if result.run_dir:
+        print(f"run record:  {result.run_dir}")
+    return 0

@@ -1,0 +1,444 @@
+"""A whole job from a config: train, evaluate, export and record the run.
+
+The CLI (`tpuestimator train`) and the R package (`tpu_train()`) both call `run_job`, so a
+config gives the same result from either language.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from tpuestimator.config import JobConfig, dump_config, load_config
+from tpuestimator.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+EXPORT_META = "tpuestimator.json"
+
+
+@dataclasses.dataclass
+class JobResult:
+    """What a job left behind."""
+
+    run_dir: str | None
+    model_dir: str
+    export_dir: str | None
+    metrics: dict | None
+    history: list
+    global_step: int
+    config: dict
+    exports: dict = dataclasses.field(default_factory=dict)
+    stopped_early: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _as_config(config, overrides: Iterable[str]) -> JobConfig:
+    if isinstance(config, JobConfig):
+        return config.replace() if not overrides else load_config(config.to_dict(), overrides)
+    return load_config(config, overrides)
+
+
+def model_params(cfg: JobConfig) -> dict:
+    """The config's params plus what the data defines (num_classes, vocabulary, image)."""
+    from tpuestimator import data
+
+    params = cfg.params
+    section = cfg.section("data")
+    vocab = data.vocabulary(section)
+    if vocab and "vocabulary" not in params:
+        params["vocabulary"] = list(vocab)
+    if "num_classes" not in params:
+        n = data.num_classes(section)
+        if n:
+            params["num_classes"] = int(n)
+    if vocab and params.get("num_classes") and len(vocab) != params["num_classes"]:
+        raise ConfigError("params.num_classes", params["num_classes"],
+                          f"the vocabulary's size ({len(vocab)} classes in data.vocabulary)")
+    return params
+
+
+def build_estimator(cfg: JobConfig, *, model_dir: str | None = None, model_fn=None):
+    """An Estimator for a config (the model function from `model` unless given)."""
+    from tpuestimator.estimator import Estimator, RunConfig
+
+    return Estimator(model_fn or cfg.model, RunConfig.from_job(cfg, model_dir=model_dir), model_params(cfg))
+
+
+def _input_fn(cfg: JobConfig, mode: str, pattern: str | None = None):
+    from tpuestimator import data
+
+    section = cfg.section("data")
+    if pattern is not None:
+        section["eval" if mode != "train" else "train"] = pattern
+    key = "train" if mode == "train" else "eval"
+    if not section.get(key) and "manifest" not in section:
+        raise ConfigError(f"data.{key}", None, f"a TFRecord file pattern to {'train' if key == 'train' else 'evaluate'} on")
+    return data.make_input_fn(section, mode)
+
+
+def _planned_evals(cfg: JobConfig) -> int | None:
+    max_steps = cfg.raw["train"]["max_steps"]
+    every = cfg.raw["eval"]["every_n_steps"]
+    if not max_steps:
+        return None
+    if not cfg.raw["data"].get("eval") and "manifest" not in cfg.raw["data"]:
+        return max(1, -(-max_steps // cfg.raw["train"]["iterations_per_loop"]))
+    return -(-max_steps // every) if every else 1
+
+
+def _model_summary(model) -> str:
+    lines: list[str] = []
+    try:
+        model.summary(print_fn=lambda line, *a, **k: lines.append(line), line_length=100)
+    except TypeError:
+        return repr(model)
+    return "\n".join(lines)
+
+
+def _flags(cfg: JobConfig) -> dict:
+    flags = {"model": cfg.model, **cfg.params}
+    for section in ("train", "eval"):
+        for key in ("batch_size", "max_steps", "steps", "iterations_per_loop"):
+            if cfg.raw[section].get(key) is not None:
+                flags[f"{section}.{key}"] = cfg.raw[section][key]
+    flags["run.precision"] = cfg.raw["run"]["precision"]
+    for item in cfg.overrides:
+        key, _, value = item.partition("=")
+        flags.setdefault(key, value)
+    return flags
+
+
+@contextlib.contextmanager
+def _capture_log(path: Path | None):
+    """Copies the `tpuestimator` log of this job into the run's output.log."""
+    if path is None:
+        yield
+        return
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("tpuestimator")
+    old_level = root.level
+    root.addHandler(handler)
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+
+
+def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[str] = (),
+            model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
+            record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
+            progress: Callable[[str, dict], Any] | None = None, export: bool = True,
+            extra_hooks_factory: Callable[[Any], Iterable[Any]] | None = None) -> JobResult:
+    """Trains, evaluates, exports and records one job.
+
+    Args:
+      config: a YAML/JSON path, a dict, or a `JobConfig`.
+      overrides: ``key.sub=value`` strings (`--set`).
+      model_dir: checkpoint folder; default `run.model_dir`, else ``models/<name>``. A rerun
+        with the same model_dir resumes from its latest checkpoint.
+      runs_dir: where the run record goes; default `run.runs_dir` (``runs``).
+      run_dir: an existing run folder to record into (tfruns's active run, from R).
+      record: False to skip the run record.
+      model_fn: a model function overriding `model` (e.g. an R function).
+      hooks: extra hooks (Hook objects or callables `fn(event, info)`).
+      progress: `progress(event, info)` called at begin/loop/eval/end.
+      export: False to skip the exporters.
+
+    Returns:
+      A `JobResult`.
+    """
+    from tpuestimator import data
+    from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
+    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+
+    cfg = _as_config(config, overrides)
+    model_dir = model_dir or cfg.model_dir
+    raw = cfg.raw
+    os.makedirs(model_dir, exist_ok=True)
+    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    recorder = None
+    if record:
+        from tpuestimator.runs import RunRecorder
+
+        common = dict(config=cfg.to_dict(), flags=_flags(cfg), script=cfg.source,
+                      planned_evals=_planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir)})
+        if run_dir:
+            recorder = RunRecorder.attach(run_dir, **common)
+        else:
+            recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
+    log_path = recorder.run_dir / "output.log" if recorder else None
+    with _capture_log(log_path):
+        try:
+            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory)
+        except BaseException as exc:
+            if recorder is not None:
+                recorder.fail(exc)
+            raise
+    if recorder is not None:
+        recorder.complete()
+    return result
+
+
+def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory) -> JobResult:
+    from tpuestimator import data
+    from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
+    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+
+    raw = cfg.raw
+    section = cfg.section("data")
+    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    train_fn = _input_fn(cfg, "train")
+    has_eval = bool(section.get("eval")) or "manifest" in section
+    eval_fn = _input_fn(cfg, "eval") if has_eval else None
+    job_hooks: list = [LoggingHook(raw["run"]["log_every_n_loops"])]
+    if recorder is not None:
+        job_hooks.append(SummaryHook(str(recorder.logs_dir)))
+    if progress is not None:
+        job_hooks.append(ProgressCallbackHook(progress, raw["train"]["max_steps"]))
+    if extra_hooks_factory is not None:
+        job_hooks.extend(extra_hooks_factory(estimator))
+    job_hooks.extend(hooks)
+    exp = raw["export"]
+    export_base = exp["dir"] or os.path.join(model_dir, "export")
+    exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
+                               best_mode=exp["best_mode"]) if export and exp["enabled"] else []
+    es = raw["eval"]["early_stopping"]
+    eval_spec = EvalSpec(input_fn=eval_fn, steps=raw["eval"]["steps"], every_n_steps=raw["eval"]["every_n_steps"],
+                         exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
+    max_steps = raw["train"]["max_steps"]
+    if raw["train"]["steps"] is not None:
+        max_steps = estimator.global_step + raw["train"]["steps"]
+
+    def on_eval(step: int, metrics: dict) -> None:
+        if recorder is not None:
+            shown = {k: v for k, v in metrics.items() if k not in ("global_step", "num_examples")}
+            recorder.log_metrics(step, {"loss": estimator.last_train_logs.get("loss")}, eval_metrics=shown)
+
+    def on_loop_without_eval(step: int, logs: dict) -> None:
+        if recorder is not None:
+            recorder.log_metrics(step, {"loss": logs.get("loss")})
+
+    from tpuestimator.hooks.base import CallableHook
+
+    if eval_spec is None:
+        job_hooks.append(CallableHook(lambda event, info: on_loop_without_eval(info["step"], info)
+                                      if event == "after_loop" else None))
+    with data.translate_errors(section, "train"):
+        outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
+                                     eval_spec, on_eval=on_eval)
+    for hook in job_hooks:
+        if hasattr(hook, "close"):
+            hook.close()
+    exports = dict(outcome.exports)
+    if export and exp["enabled"] and not exporters:
+        exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
+                                                        version=outcome.global_step)
+    for path in exports.values():
+        write_export_metadata(path, cfg, estimator)
+    export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
+    if recorder is not None:
+        spec = estimator.spec
+        opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
+        recorder.set_properties(
+            model=_model_summary(spec.model), optimizer=type(opt).__name__,
+            loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
+            global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
+            **estimator.device_info.as_properties(),
+            **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
+            **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
+        samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
+        if samples:
+            recorder.set_properties(samples=samples)
+        if outcome.metrics:
+            recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
+        if export_dir:
+            recorder.add_artifact(export_dir, "export")
+    return JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
+                     metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
+                     config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
+
+
+def write_export_metadata(export_dir: str, cfg: JobConfig, estimator) -> None:
+    """Writes `assets.extra/tpuestimator.json` (data section, classes, features) into an export,
+    so `tpuestimator predict EXPORT FILE...` can read raw files the way training did."""
+    from tpuestimator.io import atomic_write_json
+
+    meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
+            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator._feature_spec.items()},
+            "model": cfg.model, "global_step": estimator.global_step}
+    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
+
+
+def resolve_model_dir(path: str) -> str:
+    """A model dir, or a run folder whose `model_dir` property points to one."""
+    prop = Path(path) / "tfruns.d" / "properties" / "model_dir"
+    if prop.is_file():
+        return prop.read_text().strip()
+    if not (Path(path) / "config.yaml").is_file():
+        raise ConfigError("MODEL_DIR", path, "a model dir written by `tpuestimator train` (it holds config.yaml) "
+                          "or a run folder")
+    return path
+
+
+def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
+    return load_config(os.path.join(model_dir, "config.yaml"), overrides)
+
+
+def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:
+    """Evaluates the latest checkpoint of a trained model dir (or run folder)."""
+    from tpuestimator import data
+
+    model_dir = resolve_model_dir(model_dir)
+    cfg = load_job_config(model_dir, overrides)
+    estimator = build_estimator(cfg, model_dir=model_dir)
+    if estimator.latest_checkpoint() is None:
+        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
+    with data.translate_errors(cfg.section("data"), "eval"):
+        return estimator.evaluate(_input_fn(cfg, "eval", data_pattern))
+
+
+def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_model",
+               overrides: Iterable[str] = ()) -> str:
+    """Exports the latest checkpoint of a model dir as a SavedModel (or a .tflite file)."""
+    if format not in ("saved_model", "tflite"):
+        raise ConfigError("format", format, "'saved_model' or 'tflite'")
+    model_dir = resolve_model_dir(model_dir)
+    cfg = load_job_config(model_dir, overrides)
+    estimator = build_estimator(cfg, model_dir=model_dir)
+    if estimator.latest_checkpoint() is None:
+        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
+    # Building the model needs the feature spec: one probe of the eval (or train) input.
+    mode = "eval" if cfg.raw["data"].get("eval") else "train"
+    fn = _input_fn(cfg, mode)
+    from tpuestimator.spec import Mode
+
+    estimator._ensure_built(fn, Mode.EVAL if mode == "eval" else Mode.TRAIN,
+                            estimator.config.eval_batch_size if mode == "eval" else estimator.config.train_batch_size,
+                            f"{mode}.batch_size")
+    base = out or os.path.join(model_dir, "export", "manual")
+    path = estimator.export_saved_model(base, version=estimator.global_step)
+    write_export_metadata(path, cfg, estimator)
+    if format == "tflite":
+        import tensorflow as tf
+
+        from tpuestimator.io import atomic_write_text
+
+        converter = tf.lite.TFLiteConverter.from_saved_model(path)
+        tflite = converter.convert()
+        target = os.path.join(base, f"model-{estimator.global_step}.tflite")
+        tmp = target + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(tflite)
+        os.replace(tmp, target)
+        return target
+    return path
+
+
+def load_export(export_dir: str):
+    """(serving function, metadata dict) of an export written by tpuestimator."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(export_dir)
+    meta_path = os.path.join(export_dir, "assets.extra", EXPORT_META)
+    meta = json.loads(Path(meta_path).read_text()) if os.path.exists(meta_path) else {}
+    return loaded, meta
+
+
+def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
+    """Predicts with an exported SavedModel.
+
+    Args:
+      export_dir: the export (or a run folder holding `export/`).
+      inputs: TFRecord file paths (read with the training data's format), image files
+        (JPEG/PNG, for image models), or a dict of arrays / an array for the serving inputs.
+
+    Returns:
+      one dict per example (numpy values; `class` as str).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    if (Path(export_dir) / "export").is_dir() and not (Path(export_dir) / "saved_model.pb").exists():
+        export_dir = str(Path(export_dir) / "export")
+    if not (Path(export_dir) / "saved_model.pb").exists():
+        raise ConfigError("EXPORT_DIR", export_dir, "a SavedModel folder (holding saved_model.pb) written by "
+                          "`tpuestimator train` or `tpuestimator export`")
+    loaded, meta = load_export(export_dir)
+    serve = loaded.signatures["serving_default"]
+    feature_arrays = _predict_inputs(inputs, meta)
+    n = len(next(iter(feature_arrays.values())))
+    out: list[dict] = []
+    for start in range(0, n, batch_size):
+        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in feature_arrays.items()}
+        result = serve(**batch)
+        arrays = {k: v.numpy() for k, v in result.items()}
+        for i in range(len(next(iter(arrays.values())))):
+            row = {}
+            for k, v in arrays.items():
+                value = v[i]
+                row[k] = value.decode() if isinstance(value, bytes) else value
+            out.append(row)
+    return out
+
+
+def _predict_inputs(inputs, meta: dict) -> dict:
+    import numpy as np
+
+    spec = meta.get("feature_spec") or {}
+    if isinstance(inputs, Mapping):
+        return {k: np.asarray(v, dtype=spec.get(k, [None, "float32"])[1]) for k, v in inputs.items()}
+    if hasattr(inputs, "shape"):
+        if len(spec) != 1:
+            raise ConfigError("inputs", type(inputs).__name__, f"a dict of arrays for the features {sorted(spec)}")
+        name, (_, dtype) = next(iter(spec.items()))
+        return {name: np.asarray(inputs, dtype=dtype)}
+    files = [str(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    for f in files:
+        if not os.path.exists(f):
+            raise ConfigError("FILE", f, "an existing TFRecord or image file")
+    images = [f for f in files if f.lower().endswith((".jpg", ".jpeg", ".png"))]
+    if images:
+        return {"image": _load_images(images, meta)}
+    from tpuestimator import data
+
+    section = dict(meta.get("data") or {})
+    section["eval"] = files
+    section.pop("train", None)
+    ds = data.make_input_fn(section, "predict")({"batch_size": 256, "mode": "predict", "input_context": None,
+                                                 "seed": 0, "start_step": 0})
+    columns: dict[str, list] = {}
+    for element in ds:
+        features = element[0] if isinstance(element, tuple) else element
+        for k, v in features.items():
+            columns.setdefault(k, []).append(v.numpy())
+    return {k: np.concatenate(v) for k, v in columns.items()}
+
+
+def _load_images(paths: list[str], meta: dict):
+    import numpy as np
+    import tensorflow as tf
+
+    image = (meta.get("data") or {}).get("image") or {}
+    h, w, c = image.get("height"), image.get("width"), image.get("channels", 3)
+    scale = image.get("scale", "unit")
+    out = []
+    for p in paths:
+        img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
+        img = tf.image.resize(tf.image.convert_image_dtype(img, tf.float32), [h, w])
+        if scale == "symmetric":
+            img = (img - 0.5) * 2.0
+        out.append(img.numpy())
+    return np.stack(out)
