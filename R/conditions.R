@@ -96,7 +96,11 @@ python_condition <- function(e) {
   msg <- conditionMessage(e)
   last <- tryCatch(reticulate::py_last_error(), error = function(err) NULL)
   if (is.null(last) || is.null(last$type)) return(NULL)
-  if (!startsWith(msg, paste0(last$type, ":")) && !startsWith(msg, last$type)) return(NULL)
+  # reticulate 1.28 writes "<module>.<Type>: <value>"; py_last_error() has the bare type.
+  if (!grepl(paste0(last$type, ":"), msg, fixed = TRUE) &&
+      !grepl(substr(last$value %||% "", 1L, 80L), msg, fixed = TRUE)) {
+    return(NULL)
+  }
   exc <- attr(last, "exception")
   mro <- tryCatch(as.character(py_helpers()$mro_names(exc)), error = function(err) last$type)
   specific <- unname(python_error_classes[intersect(mro, names(python_error_classes))])
@@ -121,7 +125,7 @@ python_condition <- function(e) {
     class = unique(c(specific[1], "tpuestimator_error", "error", "condition")),
     c(
       list(
-        message = sub("\n+$", "", msg),
+        message = paste0(last$type, ": ", sub("\n+$", "", last$value %||% msg)),
         call = NULL,
         python_type = last$type,
         python_traceback = paste(last$traceback, collapse = "")

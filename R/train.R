@@ -233,9 +233,9 @@ tpu_run_from_result <- function(result) {
   )
   history <- get("history")
   new_tpu_run(
-    run_dir = scalar_or_null(get("run_dir")),
-    model_dir = scalar_or_null(get("model_dir")),
-    export_dir = scalar_or_null(get("export_dir")),
+    run_dir = abs_path_or_null(get("run_dir")),
+    model_dir = abs_path_or_null(get("model_dir")),
+    export_dir = abs_path_or_null(get("export_dir")),
     metrics = as.list(get("metrics")),
     history = as_history_df(history),
     global_step = scalar_or_null(get("global_step")),
@@ -250,6 +250,11 @@ new_tpu_run <- function(run_dir, model_dir = NULL, export_dir = NULL, metrics = 
          history = history, global_step = global_step, config = config, ...),
     class = "tpu_run"
   )
+}
+
+abs_path_or_null <- function(x) {
+  x <- scalar_or_null(x)
+  if (is.character(x)) normalizePath(x, winslash = "/", mustWork = FALSE) else x
 }
 
 scalar_or_null <- function(x) {

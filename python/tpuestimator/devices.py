@@ -73,7 +73,7 @@ def make_strategy(run: Mapping[str, Any]):
             kind = "tpu"
         elif tf.config.list_physical_devices("GPU"):
             kind = "gpu"
-        elif run.get("num_cpu_devices", 1) and run.get("num_cpu_devices", 1) > 1:
+        elif (run.get("num_cpu_devices") or 1) > 1:
             kind = "mirrored"
         else:
             kind = "cpu"
@@ -99,11 +99,7 @@ def make_strategy(run: Mapping[str, Any]):
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
         strategy = tf.distribute.MirroredStrategy(devices)
         return strategy, _info("mirrored", strategy, kind="gpu" if gpus else "cpu")
-    # cpu
-    cpus = tf.config.list_logical_devices("CPU")
-    if len(cpus) > 1:
-        strategy = tf.distribute.MirroredStrategy([d.name for d in cpus])
-        return strategy, _info("mirrored", strategy, kind="cpu")
+    # cpu: one replica even when the CPU is split (use `mirrored` for one per logical device)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return strategy, _info("cpu", strategy, kind="cpu")
 

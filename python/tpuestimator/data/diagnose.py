@@ -98,8 +98,20 @@ def check_first_record(section: Mapping[str, Any], files: list[str], mode: str) 
     return
 
 
+def clean_message(message: str) -> str:
+    """A TensorFlow error message without node/function names and op tags."""
+    import re
+
+    text = message.replace("\\'", "'").replace('\\"', '"')
+    text = text.split("\n\t [[")[0]
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:[^\]]*\]( name:)?\s*", " ", text)
+    text = re.sub(r"\s*\[\[\{\{node [^}]*\}\}\]\]", "", text)
+    return " ".join(text.split()).strip()
+
+
 def _corrupt_error(path: str, index: int, message: str) -> DataError:
-    return DataError(f"{path}: record {index} is corrupt or truncated ({message.strip().splitlines()[0]}). "
+    return DataError(f"{path}: record {index} is corrupt or truncated ({clean_message(message)}). "
                      "Rewrite the file with `tpuestimator data write`, remove it from the pattern, or set "
                      "data.on_corrupt: skip to skip the rest of a corrupt file.", path=path, record=index)
 
@@ -157,19 +169,18 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
 def _decode_error(section: Mapping[str, Any], path: str, index: int, message: str) -> DataError:
     from tpuestimator.data.pipeline import ASSERT_MARKER, LABEL_MARKER
 
-    text = " ".join(message.split())
+    text = clean_message(message)
     if ASSERT_MARKER in text:
-        detail = text[text.index(ASSERT_MARKER) + len(ASSERT_MARKER) + 1:].split(" [[")[0].strip()
+        detail = text[text.index(ASSERT_MARKER) + len(ASSERT_MARKER) + 1:].replace(":] [", ": [").strip()
         feature = detail.split("'")[1] if "'" in detail else None
         return DataError(f"{path}: record {index} fails data.assertions: {detail}. Fix or drop the record, or "
                          "relax the assertion.", path=path, record=index, feature=feature)
     if LABEL_MARKER in text:
-        detail = text[text.index(LABEL_MARKER) + len(LABEL_MARKER) + 1:].split(" [[")[0].strip()
+        detail = text[text.index(LABEL_MARKER) + len(LABEL_MARKER) + 1:].replace(":] [", ": [").strip()
         return DataError(f"{path}: record {index} has a label out of range: {detail}. Check data.label_offset "
                          "and data.vocabulary (its length is the number of classes), or relabel the record.",
                          path=path, record=index, feature=section.get("label"))
-    first = text.split(" [[")[0]
-    return DataError(f"{path}: record {index} cannot be decoded as format {section['format']!r}: {first}. "
+    return DataError(f"{path}: record {index} cannot be decoded as format {section['format']!r}: {text}. "
                      "Check that its images are valid JPEG/PNG and match data.image, or rewrite the records.",
                      path=path, record=index)
 

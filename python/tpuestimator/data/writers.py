@@ -260,6 +260,7 @@ def write_tfrecords(source: Any, out_dir: str | os.PathLike, *, labels: Sequence
         from tpuestimator.io import atomic_write_json
 
         atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
+        os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
         _publish(tmp, out_dir, manifest_path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -133,6 +133,29 @@ def _frame(series: Sequence[Series], width: int, height: int, margin: tuple[int,
     return frame, xt, yt
 
 
+def _label_width(label: str) -> float:
+    return 23 + 6.2 * len(label) + 14  # swatch, text at ~6.2 px a character at 11 px, gap
+
+
+def _legend_positions(series: Sequence[Series], left: float, right: float) -> list[tuple[float, float]]:
+    """Legend entries in rows under the title: [(x, y)] of each swatch (unscaled pixels)."""
+    out, x, y = [], left, 36.0
+    for s in series:
+        w = _label_width(s.label)
+        if x > left and x + w > right:
+            x, y = left, y + 15
+        out.append((x, y))
+        x += w
+    return out
+
+
+def _top_margin(series: Sequence[Series], width: float, left: float) -> int:
+    rows = 1
+    if series:
+        rows = len({y for _, y in _legend_positions(series, left, width - 16)})
+    return 34 + 15 * rows + 4
+
+
 def _segments(frame: _Frame, s: Series) -> list[list[tuple[float, float]]]:
     segs: list[list[tuple[float, float]]] = [[]]
     for p in s.points():
@@ -148,7 +171,7 @@ def line_chart_svg(title: str, series: Sequence[Series], *, width: int = 520, he
                    x_label: str = "step") -> str:
     """A self-contained inline ``<svg>`` line chart (no script, no external resource)."""
     esc = html.escape
-    margin = (34, 16, 44, 64)
+    margin = (_top_margin(series, width, 64), 16, 44, 64)
     frame, xt, yt = _frame(series, width, height, margin)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
@@ -183,12 +206,10 @@ def line_chart_svg(title: str, series: Sequence[Series], *, width: int = 520, he
             if p is not None:
                 parts.append(f'<circle cx="{frame.px(p[0]):.1f}" cy="{frame.py(p[1]):.1f}" r="2" fill="{s.color}">'
                              f'<title>{esc(s.label)} @ {esc(format_tick(p[0]))}: {p[1]:.6g}</title></circle>')
-    lx = l + 8
-    for i, s in enumerate(series):
-        y = t + 12 + i * 15
+    for s, (lx, y) in zip(series, _legend_positions(series, l, width - margin[1])):
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         parts.append(f'<line x1="{lx:.1f}" y1="{y:.1f}" x2="{lx + 18:.1f}" y2="{y:.1f}" stroke="{s.color}" stroke-width="2"{dash}/>')
-        parts.append(f'<text x="{lx + 23:.1f}" y="{y + 4:.1f}" font-size="11">{esc(s.label)}</text>')
+        parts.append(f'<text class="legend" x="{lx + 23:.1f}" y="{y + 4:.1f}" font-size="11">{esc(s.label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -217,7 +238,7 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
             return ImageFont.load_default()
 
     f_title, f_small = font(14), font(11)
-    margin = tuple(m * scale for m in (34, 16, 44, 70))
+    margin = tuple(m * scale for m in (_top_margin(series, width, 70), 16, 44, 70))
     draw.text((W / 2, 10 * scale), title, fill="black", font=f_title, anchor="mt")
     frame, xt, yt = _frame(series, W, H, margin)  # type: ignore[arg-type]
     if frame is None:
@@ -244,10 +265,12 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
                 for x, y in seg:
                     r = 2 * scale
                     draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
-        for i, s in enumerate(series):
-            y = t + (12 + i * 15) * scale
-            x = l + 8 * scale
-            draw.line([(x, y), (x + 18 * scale, y)], fill=_hex(s.color), width=2 * scale)
+        for s, (x, y) in zip(series, _legend_positions(series, l / scale, width - 16)):
+            x, y = x * scale, y * scale
+            if s.dashed:
+                _dashed_line(draw, [(x, y), (x + 18 * scale, y)], _hex(s.color), 2 * scale, 6 * scale, 4 * scale)
+            else:
+                draw.line([(x, y), (x + 18 * scale, y)], fill=_hex(s.color), width=2 * scale)
             draw.text((x + 23 * scale, y), s.label, fill="black", font=f_small, anchor="lm")
     img = img.resize((width, height), Image.LANCZOS)
     import io

@@ -195,14 +195,46 @@ class RunRecorder:
         """
         run_dir, start = naming.create_run_dir(runs_dir)
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=set())
+        return rec
+
+    @classmethod
+    def attach(cls, run_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
+               flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
+               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> "RunRecorder":
+        """Records into an existing run folder (tfruns's active run, ``tfruns::run_dir()`` from R).
+
+        Same arguments as `create()`. What tfruns already wrote there wins: existing
+        properties (``start``, ``script``, ...) are kept, existing flags keep their values (ours
+        are added beside them) and an existing ``source.tar.gz`` (the R script) is kept.
+        """
+        run_dir = Path(run_dir)
+        props_dir = run_dir / naming.RECORD_DIR / "properties"
+        props_dir.mkdir(parents=True, exist_ok=True)
+        existing = {p.name for p in props_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
+        start = None
+        if "start" in existing:
+            try:
+                start = float((props_dir / "start").read_text().strip())
+            except (OSError, ValueError):
+                start = None
+        if start is None:
+            existing.discard("start")
+            start = time.time()
+        rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing)
+        return rec
+
+    def _initialize(self, *, config, flags, script, properties, existing: set[str]) -> None:
         script_name = Path(str(script)).name if script else ""
         if not script_name or script_name in (".", ".."):
             script_name = "config.yaml"
         # First the three properties that make a crashed run valid.
-        rec._write_property("start", f"{start:.3f}")
-        rec._write_property("end", f"{start:.3f}")
-        rec._write_property("completed", "FALSE")
-        atomic_write_json(rec.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
+        if "start" not in existing:
+            self._write_property("start", f"{self.start:.3f}")
+        self._write_property("end", f"{max(self.start, time.time()) if existing else self.start:.3f}")
+        self._write_property("completed", "FALSE")
+        atomic_write_json(self.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
         base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
         base.update(config_properties(config))
         tf_version = _tensorflow_version()
@@ -216,15 +248,24 @@ class RunRecorder:
             base["flags_dropped"] = ", ".join(f"{k} ({why})" for k, why in dropped.items())
             logger.info("Flags left out of flags.json (no value): %s", base["flags_dropped"])
         base.update(properties or {})
-        rec.set_properties(**base)
-        atomic_write_json(rec.record_dir / "flags.json", flat)
-        rec._write_source(script, script_name, config)
+        self.set_properties(**{k: v for k, v in base.items() if k not in existing})
+        flags_path = self.record_dir / "flags.json"
+        if flags_path.is_file():
+            try:
+                old = json.loads(flags_path.read_text(encoding="utf-8"))
+            except ValueError:
+                old = None
+            if isinstance(old, dict):
+                old_flat, _ = flatten_flags(old)
+                flat = {**flat, **old_flat}
+        atomic_write_json(flags_path, flat)
+        if "script" not in existing:  # else source.tar.gz (if any) holds tfruns's script: keep it
+            self._write_source(script, script_name, config)
         for sub in ("train", "eval"):
-            (rec.logs_dir / sub).mkdir(parents=True, exist_ok=True)
-        if rec.planned_evals:
-            rec._write_metrics()
-        logger.info("Recording run in %s", run_dir)
-        return rec
+            (self.logs_dir / sub).mkdir(parents=True, exist_ok=True)
+        if self.planned_evals:
+            self._write_metrics()
+        logger.info("Recording run in %s", self.run_dir)
 
     def _write_source(self, script: str | os.PathLike | None, script_name: str,
                       config: Mapping[str, Any] | None) -> None:

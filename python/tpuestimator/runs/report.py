@@ -86,7 +86,8 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None,
         cls = ' class="diff"' if diff_rows and i in diff_rows else ""
         cells = []
         for j, cell in enumerate(row):
-            num = ' class="num"' if j > 0 and isinstance(cell, (int, float)) and not isinstance(cell, bool) else ""
+            num = (' class="num"' if j > 0 and len(row) > 2 and isinstance(cell, (int, float))
+                   and not isinstance(cell, bool) else "")
             cells.append(f"<td{num}>{_esc(format_value(cell))}</td>")
         out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
     out.append("</table>")
@@ -265,7 +266,7 @@ def format_run_text(info: Mapping[str, Any]) -> str:
         lines.append(f"  steps:    {props.get('global_step', '-')} of {props.get('steps', '-')}")
     for key in ("strategy", "device", "num_replicas", "tensorflow_version", "git_commit"):
         if key in props:
-            lines.append(f"  {key + ':':<10}{props[key]}")
+            lines.append(f"  {key + ':':<10}" + ("" if len(key) < 9 else " ") + str(props[key]))
     evaluation = info.get("evaluation") or {}
     if evaluation:
         lines.append("Evaluation:")

@@ -1,0 +1,329 @@
+# Run records in tfruns's format, read in R with jsonlite (no Python needed).
+
+default_runs_dir <- function() getOption("tfruns.runs_dir", "runs")
+
+# Columns typed as tfruns types them.
+run_integer_props <- c("samples", "validation_samples", "steps", "epochs", "batch_size",
+                       "epochs_completed", "steps_completed", "global_step", "num_replicas")
+run_numeric_props <- c("learning_rate")
+run_front_props <- c("samples", "validation_samples", "steps", "steps_completed", "epochs",
+                     "epochs_completed", "metrics", "model", "loss_function", "optimizer",
+                     "learning_rate", "script", "start", "end", "completed", "output",
+                     "error_message", "error_traceback", "source_code", "context", "type")
+
+#' List training runs
+#'
+#' Reads the run folders under `runs_dir` (tfruns's format: one folder per run,
+#' named by its start time, holding `tfruns.d/`) and returns one row per run with
+#' tfruns's columns: `run_dir`, `eval_<metric>` (final evaluation),
+#' `metric_<name>` (last recorded value of each training metric), `flag_<name>`
+#' (the run's flags: hyperparameters and configuration fields), `steps`,
+#' `steps_completed`, `metrics` (path of `metrics.json`), `script`, `start`, `end`
+#' (`POSIXct`), `completed`, `error_message`, `context`, `type`, and one column
+#' per other recorded property (`strategy`, `num_replicas`, `model_dir`,
+#' `export_dir`, ...). Runs made from Python and from R are listed alike. Works
+#' without Python.
+#'
+#' @param runs_dir The runs folder. Default: the option `tfruns.runs_dir`, else
+#'   `"runs"` (as tfruns).
+#' @param latest_n Keep only the `latest_n` most recent runs (by folder name, as
+#'   tfruns does).
+#' @param order Columns to sort by (default `"start"`).
+#' @param decreasing Sort in decreasing order (most recent first).
+#' @param subset An optional logical expression on the columns, e.g.
+#'   `eval_accuracy > 0.9`.
+#' @return A data frame of class `tpu_runs_df`, one row per run (zero rows when
+#'   there are none).
+#' @seealso [latest_run()], [run_info()], [view_run()], [compare_runs()]
+#' @examples
+#' runs <- ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
+#' nrow(runs)
+#' \dontrun{
+#' ls_runs(latest_n = 5)
+#' ls_runs(order = "eval_accuracy", subset = completed)
+#' }
+#' @export
+ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "start",
+                    decreasing = TRUE, subset = NULL) {
+  runs_dir <- as_string(runs_dir, "runs_dir")
+  latest_n <- as_nullable_integer(latest_n, "latest_n")
+  dirs <- list_run_dirs(runs_dir)
+  if (!is.null(latest_n)) dirs <- utils::head(dirs, latest_n)
+  rows <- lapply(dirs, read_run_row)
+  df <- if (length(rows)) do.call(rbind_fill, rows) else data.frame(run_dir = character())
+  df <- type_run_columns(df)
+  df <- order_run_columns(df)
+  subset_expr <- substitute(subset)
+  if (!is.null(subset_expr) && nrow(df)) {
+    keep <- eval(subset_expr, df, parent.frame())
+    if (!is.logical(keep)) arg_error("subset", subset_expr, "a logical expression on the run columns")
+    df <- df[!is.na(keep) & keep, , drop = FALSE]
+  }
+  if (length(order) && nrow(df) > 1L) {
+    missing_cols <- setdiff(order, names(df))
+    if (length(missing_cols)) {
+      stop("`order` names columns that ls_runs() does not have: ", paste(missing_cols, collapse = ", "),
+           ". Available: ", paste(names(df), collapse = ", "), ".", call. = FALSE)
+    }
+    keys <- lapply(order, function(col) {
+      v <- df[[col]]
+      if (inherits(v, "POSIXct")) as.numeric(v) else v
+    })
+    df <- df[do.call(base::order, c(keys, list(decreasing = decreasing, na.last = TRUE))), , drop = FALSE]
+  }
+  rownames(df) <- NULL
+  class(df) <- c("tpu_runs_df", "data.frame")
+  df
+}
+
+# Child folders of runs_dir holding tfruns.d/, most recent (by name) first.
+list_run_dirs <- function(runs_dir) {
+  if (!dir.exists(runs_dir)) return(character())
+  children <- list.dirs(runs_dir, full.names = TRUE, recursive = FALSE)
+  children <- children[dir.exists(file.path(children, "tfruns.d"))]
+  children[order(basename(children), decreasing = TRUE)]
+}
+
+read_json_file <- function(path, simplify = TRUE) {
+  if (!file.exists(path)) return(NULL)
+  tryCatch(
+    jsonlite::read_json(path, simplifyVector = simplify),
+    error = function(e) {
+      warning("Skipping unreadable run file ", path, ": ", conditionMessage(e), call. = FALSE)
+      NULL
+    }
+  )
+}
+
+read_properties <- function(meta_dir) {
+  props_dir <- file.path(meta_dir, "properties")
+  if (!dir.exists(props_dir)) return(list())
+  files <- list.files(props_dir)
+  files <- files[!startsWith(files, ".")]
+  props <- lapply(file.path(props_dir, files), function(f) paste(readLines(f, warn = FALSE), collapse = "\n"))
+  names(props) <- files
+  props
+}
+
+read_run_row <- function(run_dir) {
+  meta_dir <- file.path(run_dir, "tfruns.d")
+  row <- list(run_dir = run_dir)
+
+  evaluation <- read_json_file(file.path(meta_dir, "evaluation.json"))
+  if (is.list(evaluation) && length(evaluation)) {
+    evaluation <- evaluation[vapply(evaluation, function(v) length(v) == 1L, logical(1))]
+    names(evaluation) <- paste0("eval_", names(evaluation))
+    row <- c(row, evaluation)
+  }
+
+  metrics_path <- file.path(meta_dir, "metrics.json")
+  metrics <- read_json_file(metrics_path)
+  completed_count <- NULL
+  if (is.list(metrics)) {
+    for (name in setdiff(names(metrics), c("epoch", "step"))) {
+      values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
+      available <- values[!is.na(values)]
+      completed_count <- max(completed_count %||% 0L, length(available))
+      if (length(available)) row[[paste0("metric_", name)]] <- available[[length(available)]]
+    }
+    row$metrics <- metrics_path
+  }
+
+  flags <- read_json_file(file.path(meta_dir, "flags.json"))
+  if (is.list(flags) && length(flags)) {
+    flags <- flags[vapply(flags, function(v) is.atomic(v) && length(v) == 1L, logical(1))]
+    names(flags) <- paste0("flag_", names(flags))
+    row <- c(row, flags)
+  }
+
+  props <- read_properties(meta_dir)
+  props$run_dir <- NULL
+  row <- c(row, props)
+
+  error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
+  if (is.list(error)) {
+    row$error_message <- as.character(error$message %||% NA_character_)
+    row$error_traceback <- paste(unlist(error$traceback), collapse = "\n")
+  }
+  source_code <- file.path(meta_dir, "source.tar.gz")
+  if (file.exists(source_code)) row$source_code <- source_code
+
+  if (!is.null(completed_count)) {
+    if (!is.null(props$epochs)) row$epochs_completed <- completed_count
+    if (!is.null(props$steps) || is.null(props$epochs)) row$steps_completed <- completed_count
+  }
+  row <- row[!vapply(row, is.null, logical(1))]
+  as.data.frame(row, stringsAsFactors = FALSE, optional = TRUE)
+}
+
+type_run_columns <- function(df) {
+  if (!nrow(df)) return(df)
+  for (col in names(df)) {
+    v <- df[[col]]
+    if (col %in% c("start", "end")) {
+      df[[col]] <- as.POSIXct(suppressWarnings(as.numeric(v)), origin = "1970-01-01", tz = "UTC")
+    } else if (col == "completed") {
+      df[[col]] <- as.logical(toupper(as.character(v)))
+    } else if (col %in% run_integer_props) {
+      df[[col]] <- suppressWarnings(as.integer(v))
+    } else if (col %in% run_numeric_props || startsWith(col, "eval_") || startsWith(col, "metric_")) {
+      if (is.character(v)) v <- suppressWarnings(as.numeric(v))
+      df[[col]] <- v
+    }
+  }
+  df
+}
+
+order_run_columns <- function(df) {
+  nms <- names(df)
+  eval_cols <- nms[startsWith(nms, "eval_")]
+  metric_cols <- nms[startsWith(nms, "metric_")]
+  flag_cols <- nms[startsWith(nms, "flag_")]
+  front <- intersect(run_front_props, nms)
+  rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front))
+  df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, rest)]
+}
+
+#' @export
+print.tpu_runs_df <- function(x, ...) {
+  if (!nrow(x)) {
+    cat("No runs.\n")
+    return(invisible(x))
+  }
+  cat("<tpu_runs_df>: ", nrow(x), " run", if (nrow(x) != 1L) "s", ", ", ncol(x), " columns\n", sep = "")
+  nms <- names(x)
+  show <- c("run_dir", nms[startsWith(nms, "eval_")], nms[startsWith(nms, "metric_")],
+            intersect(c("steps_completed", "start", "completed"), nms))
+  out <- as.data.frame(unclass(x)[show], stringsAsFactors = FALSE)
+  out$run_dir <- basename(out$run_dir)
+  print(out, digits = 4, row.names = FALSE)
+  hidden <- setdiff(nms, show)
+  if (length(hidden)) {
+    cat("# ... and ", length(hidden), " more columns (", paste(utils::head(hidden, 6), collapse = ", "),
+        if (length(hidden) > 6) ", ...", "): use as.data.frame() to see them\n", sep = "")
+  }
+  invisible(x)
+}
+
+#' Information about one run
+#'
+#' Reads a run folder into a `tpu_run` object (the same class [tpu_train()]
+#' returns), so it can be passed to [tpu_evaluate()], [tpu_predict()],
+#' [tpu_export()], [view_run()] and [tensorboard()]. Works without Python.
+#'
+#' @param run_dir A run folder (or a `tpu_run`, or a row of [ls_runs()]).
+#' @return A `tpu_run`: `run_dir`, `model_dir`, `export_dir`, `metrics` (the
+#'   final evaluation), `history` (`metrics.json` as a data frame), `global_step`,
+#'   `config` (when the run holds `config.yaml`), plus `flags`, `properties`,
+#'   `completed`, `start`, `end`, `error`.
+#' @examples
+#' \dontrun{
+#' run_info(ls_runs()$run_dir[[1]])
+#' }
+#' @export
+run_info <- function(run_dir) {
+  if (inherits(run_dir, "tpu_run")) run_dir <- run_dir$run_dir
+  if (is.data.frame(run_dir)) run_dir <- run_dir$run_dir[[1]]
+  run_dir <- as_string(run_dir, "run_dir")
+  meta_dir <- file.path(run_dir, "tfruns.d")
+  if (!dir.exists(meta_dir)) {
+    stop("`run_dir` is not a run folder (it has no tfruns.d/). Received: run_dir = \"", run_dir,
+         "\". See ls_runs() for the runs recorded here.", call. = FALSE)
+  }
+  run_dir <- normalizePath(run_dir, winslash = "/")
+  props <- read_properties(meta_dir)
+  metrics <- read_json_file(file.path(meta_dir, "metrics.json"))
+  history <- if (is.list(metrics) && length(metrics)) {
+    cols <- lapply(metrics, function(v) unlist(lapply(v, function(e) if (is.null(e)) NA else e)))
+    n <- max(lengths(cols))
+    as.data.frame(lapply(cols, function(v) c(v, rep(NA, n - length(v)))), optional = TRUE)
+  } else {
+    data.frame(step = integer())
+  }
+  config_path <- file.path(run_dir, c("config.yaml", "config.yml", "config.json"))
+  config_path <- config_path[file.exists(config_path)]
+  config <- if (length(config_path)) {
+    tryCatch(
+      if (endsWith(config_path[[1]], ".json")) jsonlite::read_json(config_path[[1]])
+      else yaml::read_yaml(config_path[[1]]),
+      error = function(e) NULL
+    )
+  }
+  resolve <- function(p) {
+    if (is.null(p) || !nzchar(p)) return(NULL)
+    if (file.exists(p)) return(normalizePath(p, winslash = "/"))
+    inside <- file.path(run_dir, p)
+    if (file.exists(inside)) return(normalizePath(inside, winslash = "/"))
+    p
+  }
+  export_dir <- resolve(props$export_dir %||% props$export)
+  if (is.null(export_dir)) {
+    exp <- file.path(run_dir, c("export", "exported_model", "savedmodel"))
+    exp <- exp[dir.exists(exp)]
+    if (length(exp)) export_dir <- normalizePath(exp[[1]], winslash = "/")
+  }
+  error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
+  global_step <- props$global_step %||% props$steps_completed
+  new_tpu_run(
+    run_dir = run_dir,
+    model_dir = resolve(props$model_dir %||% config$run$model_dir),
+    export_dir = export_dir,
+    metrics = read_json_file(file.path(meta_dir, "evaluation.json"), simplify = FALSE) %||% list(),
+    history = history,
+    global_step = if (!is.null(global_step)) suppressWarnings(as.integer(global_step)),
+    config = config,
+    flags = read_json_file(file.path(meta_dir, "flags.json"), simplify = FALSE) %||% list(),
+    properties = props,
+    completed = if (!is.null(props$completed)) as.logical(toupper(props$completed)) else NA,
+    start = parse_time_prop(props$start),
+    end = parse_time_prop(props$end),
+    error = error
+  )
+}
+
+parse_time_prop <- function(x) {
+  if (is.null(x)) return(NULL)
+  as.POSIXct(suppressWarnings(as.numeric(x)), origin = "1970-01-01", tz = "UTC")
+}
+
+#' The most recent run
+#'
+#' The run whose folder name (its start time) sorts last, as tfruns's
+#' `latest_run()`.
+#'
+#' @inheritParams ls_runs
+#' @return A `tpu_run` (see [run_info()]), or `NULL` when there are no runs.
+#' @examples
+#' latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' @export
+latest_run <- function(runs_dir = default_runs_dir()) {
+  runs_dir <- as_string(runs_dir, "runs_dir")
+  dirs <- list_run_dirs(runs_dir)
+  if (!length(dirs)) return(NULL)
+  run_info(dirs[[1]])
+}
+
+# A run argument (tpu_run, ls_runs() row, path, NULL -> latest) -> run folder.
+as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
+  if (is.null(run)) {
+    latest <- latest_run(runs_dir)
+    if (is.null(latest)) {
+      stop("There are no runs in \"", runs_dir, "\" (", normalizePath(runs_dir, mustWork = FALSE),
+           "). Train one with tpu_train(), or pass `", name, "` explicitly.", call. = FALSE)
+    }
+    return(latest$run_dir)
+  }
+  if (inherits(run, "tpu_run")) return(run$run_dir)
+  if (is.data.frame(run)) {
+    if (!nrow(run)) arg_error(name, run, "a row of ls_runs() (this data frame has no rows)")
+    return(run$run_dir[[1]])
+  }
+  if (is.character(run) && length(run) == 1L) {
+    if (!dir.exists(file.path(run, "tfruns.d"))) {
+      stop("`", name, "` is not a run folder (no tfruns.d/ inside). Received: ", name, " = \"", run,
+           "\". See ls_runs().", call. = FALSE)
+    }
+    return(normalizePath(run, winslash = "/"))
+  }
+  arg_error(name, run, "a tpu_run, a row of ls_runs() or a run folder")
+}

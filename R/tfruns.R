@@ -1,0 +1,39 @@
+# Working inside tfruns::training_run(): write into tfruns's active run instead of a second one.
+
+# The active tfruns run folder, or NULL (tfruns absent or no active run).
+tfruns_active_run_dir <- function() {
+  if (!requireNamespace("tfruns", quietly = TRUE)) return(NULL)
+  active <- tryCatch(isTRUE(tfruns::is_run_active()), error = function(e) FALSE)
+  if (!active) return(NULL)
+  dir <- tryCatch(tfruns::run_dir(), error = function(e) NULL)
+  if (is.null(dir) || !nzchar(dir)) return(NULL)
+  normalizePath(dir, winslash = "/", mustWork = FALSE)
+}
+
+# Moves a run that Python recorded in a staging folder into tfruns's active run: metrics,
+# evaluation and properties through tfruns::write_run_metadata() (as keras does), event
+# files and artifacts by copying. Returns the run, pointing at tfruns's folder.
+tfruns_adopt_run <- function(run, target) {
+  source <- run$run_dir
+  meta <- file.path(source, "tfruns.d")
+  metrics <- read_json_file(file.path(meta, "metrics.json"), simplify = TRUE)
+  if (is.list(metrics) && length(metrics)) {
+    tfruns::write_run_metadata("metrics", lapply(metrics, function(v) unlist(lapply(v, function(e) if (is.null(e)) NA else e))), target)
+  }
+  evaluation <- read_json_file(file.path(meta, "evaluation.json"), simplify = FALSE)
+  if (is.list(evaluation) && length(evaluation)) {
+    tfruns::write_run_metadata("evaluation", evaluation, target)
+  }
+  props <- read_properties(meta)
+  # tfruns owns its run's timing, script and completion state.
+  props <- props[setdiff(names(props), c("start", "end", "completed", "script", "type", "context"))]
+  if (length(props)) tfruns::write_run_metadata("properties", props, target)
+  for (entry in setdiff(list.files(source, all.files = FALSE), "tfruns.d")) {
+    file.copy(file.path(source, entry), target, recursive = TRUE, overwrite = TRUE)
+  }
+  run$run_dir <- target
+  if (!is.null(run$export_dir) && startsWith(run$export_dir, source)) {
+    run$export_dir <- file.path(target, substring(run$export_dir, nchar(source) + 2L))
+  }
+  run
+}

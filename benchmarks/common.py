@@ -1,0 +1,308 @@
+"""Shared helpers for the benchmark scripts: interleaved timing, statistics, machine
+description, result files, and the benchmark workloads (seed 002's MNIST TFRecords, the
+`linear` and `cnn` models).
+
+The machine these run on is shared and noisy, so no absolute figure is a result: every
+script runs the configurations it compares in ONE process, interleaved repeat by repeat
+(`interleave`), and reports per-repeat RATIOS (`paired_ratio`) with their spread.
+
+Every `benchmarks/bench_*.py` follows one command-line contract (`standard_args`):
+`--smoke` (tiny sizes, seconds: what tests/python/test_benchmarks_smoke.py runs),
+`--out DIR` (where the JSON goes; default benchmarks/results), `--repeats N`. Each writes
+`<out>/<name>.json` through `write_results`, whose top level is
+`{"benchmark", "smoke", "machine", "args", "results", "ratios", "targets", "notes"}`.
+
+Nothing here imports TensorFlow at module level.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results"
+IMAGE_SHAPE = (28, 28, 1)
+NUM_CLASSES = 10
+STEPS_PER_LOOP = 100  # iterations_per_loop == steps_per_execution
+
+
+def setup_path() -> None:
+    """Makes `tpuestimator` importable from the checkout (no install needed) and quiets TF's C++ log."""
+    src = str(REPO / "python")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("PYTHONPATH", src)
+
+
+# ---------------------------------------------------------------------------- arguments
+def standard_args(description: str, argv: Sequence[str] | None = None,
+                  extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
+    parser.add_argument("--out", default=str(RESULTS_DIR), help="folder for the JSON result (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; smoke 2)")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 2 if args.smoke else 5
+    return args
+
+
+# ---------------------------------------------------------------------------- statistics
+def summarize(values: Sequence[float]) -> dict:
+    """median, min, max, relative spread ((max - min) / median) and the raw values."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return {"n": 0, "median": None, "min": None, "max": None, "spread": None, "values": []}
+    med = statistics.median(vals)
+    return {"n": len(vals), "median": med, "min": min(vals), "max": max(vals),
+            "spread": (max(vals) - min(vals)) / med if med else None, "values": vals}
+
+
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> dict:
+    """Per-repeat ratios numerator[i] / denominator[i] (same repeat = same machine load), summarized."""
+    return summarize([a / b for a, b in zip(numerator, denominator) if a is not None and b])
+
+
+def check_target(stats: dict, target: float, higher_is_better: bool = True) -> dict:
+    """Adds `target`, `met` (the median meets it) and `miss_by` (relative shortfall) to a ratio summary."""
+    med = stats.get("median")
+    out = dict(stats, target=target, higher_is_better=higher_is_better)
+    if med is None:
+        out.update(met=None, miss_by=None)
+    elif higher_is_better:
+        out.update(met=med >= target, miss_by=None if med >= target else (target - med) / target)
+    else:
+        out.update(met=med <= target, miss_by=None if med <= target else (med - target) / target)
+    return out
+
+
+def interleave(runners: Mapping[str, Callable[[], Any]], repeats: int, *, rotate: bool = True) -> dict:
+    """Runs every runner once per repeat, in an order that rotates each repeat (so no
+    configuration always runs first or last), and returns {name: [result per repeat]}."""
+    names = list(runners)
+    out: dict[str, list] = {name: [] for name in names}
+    for r in range(repeats):
+        k = r % len(names) if rotate else 0
+        for name in names[k:] + names[:k]:
+            out[name].append(runners[name]())
+    return out
+
+
+class Marks:
+    """Host timestamps at loop boundaries; `rate()` is steps/s over the timed loops.
+
+    A runner calls `begin()` before each device loop and `end()` after it (after any host
+    work that belongs to the loop). With `warmup` loops, timing starts at the end of the
+    last warm-up loop (so per-loop host work is inside the timed span), else at the first
+    loop's begin.
+    """
+
+    def __init__(self):
+        self.begins: list[float] = []
+        self.ends: list[float] = []
+
+    def begin(self) -> None:
+        self.begins.append(time.perf_counter())
+
+    def end(self) -> None:
+        self.ends.append(time.perf_counter())
+
+    def rate(self, warmup: int, steps_per_loop: int = STEPS_PER_LOOP) -> float:
+        timed = len(self.ends) - warmup
+        if timed < 1:
+            raise RuntimeError(f"no timed loop: {len(self.ends)} loops with {warmup} warm-up loops")
+        start = self.ends[warmup - 1] if warmup > 0 else self.begins[0]
+        return timed * steps_per_loop / (self.ends[-1] - start)
+
+
+# ---------------------------------------------------------------------------- machine
+def machine() -> dict:
+    """What the figures came from: CPU model, cores, memory, load, TF/Keras versions, GPUs."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                            "logical_cpus": os.cpu_count()}
+    try:
+        info["usable_cpus"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        info["cpu_model"] = fields.get("Model name")
+        for key in ("Thread(s) per core", "Core(s) per socket", "Socket(s)", "Hypervisor vendor"):
+            if key in fields:
+                info[key.lower().replace("(s)", "s").replace(" ", "_")] = fields[key]
+    except (OSError, subprocess.SubprocessError):
+        info["cpu_model"] = platform.processor() or None
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = int(fh.readline().split()[1])
+        info["memory_gib"] = round(kb / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        info["loadavg_at_start"] = list(os.getloadavg())
+    except OSError:
+        pass
+    try:
+        import keras
+        import tensorflow as tf
+
+        info["tensorflow"] = tf.__version__
+        info["keras"] = keras.__version__
+        gpus = tf.config.list_physical_devices("GPU")
+        info["gpus"] = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+        info["tf_cuda_build"] = bool(tf.test.is_built_with_cuda())
+    except Exception as exc:  # a machine description must never fail a benchmark
+        info["tensorflow_error"] = repr(exc)
+    return info
+
+
+def write_results(name: str, out_dir: str | os.PathLike, *, smoke: bool, args: Mapping[str, Any],
+                  results: Mapping[str, Any], ratios: Mapping[str, Any] | None = None,
+                  targets: Mapping[str, Any] | None = None, notes: Sequence[str] = (),
+                  machine_info: Mapping[str, Any] | None = None) -> Path:
+    """Writes `<out_dir>/<name>.json` atomically and returns its path."""
+    payload = {
+        "benchmark": name, "smoke": bool(smoke), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": dict(machine_info or machine()), "args": dict(args), "results": results,
+        "ratios": dict(ratios or {}), "targets": dict(targets or {}), "notes": list(notes),
+    }
+    try:
+        payload["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    except OSError:
+        pass
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_json_safe(payload), indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _json_safe(x):
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):  # numpy scalars
+        return _json_safe(x.item())
+    return x
+
+
+def fmt_ratio(stats: Mapping[str, Any]) -> str:
+    """`1.23 [1.10-1.31]` (median [min-max])."""
+    if not stats or stats.get("median") is None:
+        return "n/a"
+    return f"{stats['median']:.2f} [{stats['min']:.2f}-{stats['max']:.2f}]"
+
+
+# ---------------------------------------------------------------------------- workloads
+def write_mnist_records(out_dir: str | os.PathLike, n: int = 10_000, *, shards: int = 1, seed: int = 0) -> str:
+    """Writes `n` random records in seed 002's MNIST format (`image_raw`: 784 uint8 bytes,
+    `label`: int64) into `shards` files; returns the file pattern."""
+    import numpy as np
+    import tensorflow as tf
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, size=(n, int(np.prod(IMAGE_SHAPE))), dtype=np.uint8)
+    labels = rng.integers(0, NUM_CLASSES, size=n)
+    per = -(-n // shards)
+    for s in range(shards):
+        with tf.io.TFRecordWriter(str(out / f"mnist-{s:05d}-of-{shards:05d}.tfrecord")) as writer:
+            for i in range(s * per, min(n, (s + 1) * per)):
+                ex = tf.train.Example(features=tf.train.Features(feature={
+                    "image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[images[i].tobytes()])),
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(labels[i])])),
+                }))
+                writer.write(ex.SerializeToString())
+    return str(out / "mnist-*.tfrecord")
+
+
+def data_section(pattern: str) -> dict:
+    """The config `data` section reading these records through tpuestimator's own pipeline."""
+    return {"format": "mnist", "train": pattern, "eval": pattern, "cache": True,
+            "image": {"height": IMAGE_SHAPE[0], "width": IMAGE_SHAPE[1], "channels": IMAGE_SHAPE[2]}}
+
+
+def mnist_dataset(pattern: str, batch_size: int, *, mode: str = "train", seed: int = 0, cache: bool = True,
+                  shuffle_buffer: int = 1024, as_dict: bool = True):
+    """The hand-written pipeline every configuration shares: files -> cache (raw records) ->
+    shuffle -> repeat (train) -> batch -> ONE vectorised parse_example per batch -> decode ->
+    prefetch. `as_dict`: features as {"image": ...} (the Estimator's contract), else the bare tensor."""
+    import tensorflow as tf
+
+    train = mode == "train"
+    files = sorted(tf.io.gfile.glob(pattern))
+    ds = tf.data.TFRecordDataset(files)
+    if cache:
+        ds = ds.cache()
+    if train:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(batch_size, drop_remainder=train)
+    spec = {"image_raw": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        images = tf.reshape(tf.io.decode_raw(parsed["image_raw"], tf.uint8), [-1, *IMAGE_SHAPE])
+        images = tf.cast(images, tf.float32) * (1.0 / 255.0)
+        labels = tf.cast(parsed["label"], tf.int32)
+        return ({"image": images} if as_dict else images), labels
+
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def model_params(workload: str, **extra) -> dict:
+    params = {"num_classes": NUM_CLASSES, "feature_spec": {"image": (IMAGE_SHAPE, "float32")},
+              "learning_rate": 0.001}
+    params.update(extra)
+    return params
+
+
+def model_fn_for(workload: str) -> Callable[[dict], Any]:
+    """The tpuestimator model function of a workload: `linear` (784 -> 10) or `cnn` (seed 002)."""
+    setup_path()
+    if workload == "linear":
+        from tpuestimator.models.tabular import linear
+
+        return linear
+    if workload == "cnn":
+        from tpuestimator.models.cnn import cnn
+
+        return cnn
+    raise ValueError(f"unknown workload {workload!r}: 'linear' or 'cnn'")
+
+
+def build_model(workload: str, seed: int = 42):
+    """(keras model, optimizer, per-example loss) from the workload's model function, for the
+    bare and Keras configurations (the Estimator calls the same model function itself)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    spec = model_fn_for(workload)(model_params(workload))
+    if not spec.model.built:
+        spec.model.build((None, *IMAGE_SHAPE))
+    return spec.model, spec.optimizer, spec.loss
+
+
+def temp_dir(prefix: str) -> str:
+    return tempfile.mkdtemp(prefix=f"tpue-bench-{prefix}-")

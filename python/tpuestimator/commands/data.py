@@ -1,0 +1,148 @@
+"""`tpuestimator data write|inspect|bench`: TFRecord conversion, inspection and input benchmarks.
+
+No TensorFlow import at module level (the CLI's --help stays fast).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Adds the `data` command (sub-commands write, inspect, bench) to the CLI's sub-parsers."""
+    parser = subparsers.add_parser("data", help="write, inspect and benchmark TFRecord data",
+                                   description="Write TFRecords (seed formats or typed features), inspect them, "
+                                               "and measure the input pipeline.")
+    sub = parser.add_subparsers(dest="data_command", metavar="{write,inspect,bench}")
+    sub.required = True
+
+    w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
+                       description="Image folder (one subfolder per class, JPEG/PNG) -> seed 000's format; "
+                                   ".csv / .npz -> typed features. Extra Beam pipeline options go after `--`.")
+    w.add_argument("source", help="image folder, .csv or .npz file")
+    w.add_argument("out", help="output folder (shards + manifest.json)")
+    w.add_argument("--split", default=None,
+                   help="eval fraction (default 0.2; 0 = train only) or 'folder' for train/ and eval/ subfolders")
+    w.add_argument("--shards", type=int, default=1, help="files per split (default 1)")
+    w.add_argument("--seed", type=int, default=0, help="seeds the split and record order (default 0)")
+    w.add_argument("--label", default=None, help="label column of a CSV / .npz (default 'label' if present)")
+    w.add_argument("--vocabulary", default=None, help="class names in id order: a comma list or a text file")
+    w.add_argument("--feature", action="append", default=[], metavar="NAME:DTYPE[:SHAPE]",
+                   help="declare a column's dtype (float32, int64, string) and shape (e.g. x:float32:4x4); repeat")
+    w.add_argument("--image-size", default=None, metavar="HxW", help="resize folder images (re-encoded as JPEG)")
+    w.add_argument("--format", choices=["mnist"], default=None, help="force seed 002's format for a uint8 array")
+    w.add_argument("--overwrite", action="store_true", help="replace the records of an existing output folder")
+    w.add_argument("--beam", action="store_true", help="run the conversion as an Apache Beam pipeline")
+    w.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
+    w.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    w.add_argument("beam_args", nargs=argparse.REMAINDER, help="after `--`: Beam pipeline options")
+    w.set_defaults(func=run)
+
+    i = sub.add_parser("inspect", help="spec, record counts, decoded examples and a PNG grid of samples",
+                       description="PATTERN is a glob of TFRecord files, a manifest.json / its folder, or a config.")
+    i.add_argument("pattern")
+    i.add_argument("-n", type=int, default=8, help="examples to decode (default 8)")
+    i.add_argument("--grid", default="samples.png", help="PNG grid of image samples (default samples.png; "
+                                                          "'' for none)")
+    i.add_argument("--mode", choices=["train", "eval"], default="train", help="split of a config to inspect")
+    i.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=run)
+
+    b = sub.add_parser("bench", help="records/s of the input pipeline against the raw read rate",
+                       description="Runs the configured input pipeline alone and a raw TFRecordDataset read.")
+    b.add_argument("config", help="config file (or manifest / pattern)")
+    b.add_argument("--mode", choices=["train", "eval"], default="train")
+    b.add_argument("--batch-size", type=int, default=None)
+    b.add_argument("--seconds", type=float, default=3.0, help="measuring time per rate (default 3)")
+    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=run)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs `data write|inspect|bench`; returns the exit status (2 for a data error)."""
+    from tpuestimator.errors import TPUEstimatorError
+
+    try:
+        return {"write": _write, "inspect": _inspect, "bench": _bench}[args.data_command](args)
+    except TPUEstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _features(specs: list[str]) -> dict:
+    from tpuestimator.errors import ConfigError
+
+    out = {}
+    for item in specs:
+        parts = item.split(":")
+        if len(parts) not in (2, 3) or parts[1] not in ("float32", "int64", "string"):
+            raise ConfigError("--feature", item, "NAME:DTYPE[:SHAPE] with DTYPE float32, int64 or string, e.g. x:float32:16")
+        out[parts[0]] = {"dtype": parts[1]}
+        if len(parts) == 3:
+            out[parts[0]]["shape"] = [int(v) for v in parts[2].split("x")]
+    return out
+
+
+def _write(args) -> int:
+    import os
+
+    from tpuestimator.data.writers import write_tfrecords
+    from tpuestimator.errors import ConfigError
+
+    split = args.split
+    if split not in (None, "folder"):
+        try:
+            split = float(split)
+        except ValueError:
+            raise ConfigError("--split", args.split, "an eval fraction such as 0.2, or 'folder'") from None
+    vocab = None
+    if args.vocabulary:
+        if os.path.isfile(args.vocabulary):
+            with open(args.vocabulary) as fh:
+                vocab = [line.strip() for line in fh if line.strip()]
+        else:
+            vocab = [v.strip() for v in args.vocabulary.split(",")]
+    size = None
+    if args.image_size:
+        try:
+            size = [int(v) for v in args.image_size.lower().split("x")]
+            assert len(size) == 2
+        except (ValueError, AssertionError):
+            raise ConfigError("--image-size", args.image_size, "HEIGHTxWIDTH, e.g. 224x224") from None
+    extra = [a for a in args.beam_args if a != "--"]
+    manifest = write_tfrecords(args.source, args.out, split=split, shards=args.shards, seed=args.seed,
+                               label=args.label, vocabulary=vocab, features=_features(args.feature) or None,
+                               image_size=size, format=args.format, overwrite=args.overwrite, beam=args.beam,
+                               runner=args.runner, pipeline_options=extra)
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    print(f"wrote {manifest['format']} records to {os.path.dirname(manifest['path'])}")
+    for split_name, info in manifest["splits"].items():
+        classes = ", ".join(f"{c}={n}" for c, n in info["class_counts"].items())
+        print(f"  {split_name}: {info['count']} records in {len(info['files'])} shard(s)  [{classes}]")
+    print(f"  manifest: {manifest['path']}  (use `data: {{manifest: {manifest['path']}}}` in a config)")
+    return 0
+
+
+def _inspect(args) -> int:
+    from tpuestimator.data.inspect import format_report, inspect
+
+    report = inspect(args.pattern, n=args.n, grid_path=args.grid or None, mode=args.mode,
+                     overrides=tuple(args.overrides))
+    print(json.dumps(report, indent=2, default=str) if args.json else format_report(report))
+    return 1 if report["corrupt"] or report["problems"] else 0
+
+
+def _bench(args) -> int:
+    from tpuestimator.data.bench import bench, format_report
+
+    report = bench(args.config, mode=args.mode, batch_size=args.batch_size, seconds=args.seconds,
+                   overrides=tuple(args.overrides))
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0

@@ -1,0 +1,57 @@
+"""Shared pytest set-up.
+
+- The CPU is split into 8 logical devices once per session (before TensorFlow starts), so
+  tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
+- With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
+  nothing is skipped silently in CI.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+sys.path.insert(0, str(REPO / "python"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+NUM_LOGICAL_CPUS = 8
+
+
+def pytest_configure(config):
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if not tf.config.get_logical_device_configuration(cpu):
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1" and call.excinfo is not None:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under TPUESTIMATOR_FORCE_TESTS=1 (skips are failures in CI): {call.excinfo.value}"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def python_env() -> dict:
+    """Environment for subprocesses running the CLI from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env

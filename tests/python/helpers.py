@@ -1,0 +1,40 @@
+"""Small in-memory input functions and model functions for the core tests."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def make_data(n: int = 1001, dim: int = 20, classes: int = 3, seed: int = 0):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, dim).astype("float32")
+    w = rng.randn(dim, classes)
+    y = (x @ w).argmax(1).astype("int32")
+    return x, y
+
+
+def array_input_fn(x, y, *, shuffle: bool = False):
+    """input_fn(params) over arrays with TPUEstimator's params['batch_size'] semantics."""
+    import tensorflow as tf
+
+    def input_fn(params):
+        ds = tf.data.Dataset.from_tensor_slices(({"x": x}, y))
+        if params["mode"] == "train":
+            if shuffle:
+                ds = ds.shuffle(len(x), seed=params["seed"])
+            ds = ds.repeat()
+            ctx = params.get("input_context")
+            if ctx is not None and ctx.num_input_pipelines > 1:
+                ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            return ds.batch(params["batch_size"], drop_remainder=True)
+        return ds.batch(params["batch_size"])
+    return input_fn
+
+
+def finite_input_fn(x, y):
+    """A training input that ends after one pass (no repeat)."""
+    import tensorflow as tf
+
+    def input_fn(params):
+        ds = tf.data.Dataset.from_tensor_slices(({"x": x}, y))
+        return ds.batch(params["batch_size"], drop_remainder=True)
+    return input_fn

@@ -1,0 +1,182 @@
+"""The Estimator's contract: exact eval, replicas, steps vs max_steps, resume, predict, export."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import array_input_fn, finite_input_fn, make_data
+
+
+def _estimator(tmp_path, strategy="cpu", **kw):
+    from tpuestimator import Estimator, RunConfig
+
+    cfg = dict(model_dir=str(tmp_path / "model"), train_batch_size=64, eval_batch_size=64, predict_batch_size=64,
+               iterations_per_loop=10, save_checkpoints_steps=20, strategy=strategy)
+    cfg.update(kw)
+    return Estimator("linear", RunConfig(**cfg), {"num_classes": 3, "learning_rate": 0.05,
+                                                  "vocabulary": ["a", "b", "c"]})
+
+
+def _numpy_reference(est, x, y):
+    """Loss and accuracy computed with numpy from the model's weights, over every example."""
+    kernel, bias = [np.asarray(v) for v in est.model.get_layer("logits").weights]
+    logits = x @ kernel + bias
+    logits = logits - logits.max(1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    return float(-logp[np.arange(len(y)), y].mean()), float((logits.argmax(1) == y).mean())
+
+
+def test_exact_eval_on_8_replicas_covers_every_example(tmp_path):
+    x, y = make_data(1001)
+    est = _estimator(tmp_path, strategy="mirrored")
+    assert est.num_replicas == 8
+    est.train(array_input_fn(x, y), max_steps=30)
+    metrics = est.evaluate(array_input_fn(x, y))
+    assert metrics["num_examples"] == 1001
+    loss, acc = _numpy_reference(est, x, y)
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)
+    assert metrics["accuracy"] == pytest.approx(acc, abs=1e-6)
+
+
+def test_eval_steps_limits_batches(tmp_path):
+    x, y = make_data(1001)
+    est = _estimator(tmp_path)
+    est.train(array_input_fn(x, y), max_steps=10)
+    assert est.evaluate(array_input_fn(x, y), steps=3)["num_examples"] == 3 * 64
+
+
+def test_loss_curves_agree_on_1_and_8_replicas(tmp_path):
+    x, y = make_data(1024)
+    curves = []
+    for strategy in ("cpu", "mirrored"):
+        est = _estimator(tmp_path / strategy, strategy=strategy, iterations_per_loop=5)
+        losses = []
+        est.train(array_input_fn(x, y), max_steps=40,
+                  hooks=[lambda event, info: losses.append(info["loss"]) if event == "after_loop" else None])
+        curves.append(losses)
+    assert len(curves[0]) == len(curves[1]) == 8
+    np.testing.assert_allclose(curves[0], curves[1], rtol=1e-4, atol=1e-5)
+
+
+def test_steps_are_incremental_and_max_steps_absolute(tmp_path):
+    x, y = make_data(256)
+    est = _estimator(tmp_path)
+    fn = array_input_fn(x, y)
+    est.train(fn, steps=10)
+    est.train(fn, steps=10)
+    assert est.global_step == 20          # two train(steps=10) calls train 20 steps
+    est.train(fn, max_steps=30)
+    assert est.global_step == 30
+    est.train(fn, max_steps=30)           # already there: trains nothing
+    assert est.global_step == 30
+    with pytest.raises(ValueError, match="both steps and max_steps"):
+        est.train(fn, steps=1, max_steps=40)
+
+
+def test_training_stops_when_finite_input_ends(tmp_path):
+    x, y = make_data(64 * 7)
+    est = _estimator(tmp_path)
+    est.train(finite_input_fn(x, y), steps=100)  # seed 003: only as many steps as there are batches
+    assert est.global_step == 7
+
+
+def test_resume_continues_from_last_checkpoint(tmp_path):
+    x, y = make_data(256)
+    fn = array_input_fn(x, y)
+    first = _estimator(tmp_path, save_checkpoints_steps=20)
+    first.train(fn, max_steps=20)
+    assert first.latest_checkpoint().endswith("ckpt-20")
+    seen = []
+    second = _estimator(tmp_path, save_checkpoints_steps=20)  # a new process would look the same
+    second.train(fn, max_steps=50, hooks=[lambda e, info: seen.append(info["step"]) if e == "begin" else None])
+    assert seen == [20]                   # did not retrain steps before the checkpoint
+    assert second.global_step == 50
+    assert second.latest_checkpoint().endswith("ckpt-50")
+
+
+def test_predict_yields_one_dict_per_example_with_class_strings(tmp_path):
+    x, y = make_data(1001)
+    est = _estimator(tmp_path, strategy="mirrored")
+    est.train(array_input_fn(x, y), max_steps=30)
+    preds = list(est.predict(array_input_fn(x, y)))
+    assert len(preds) == 1001
+    assert set(preds[0]) == {"probabilities", "class_id", "class"}
+    assert all(p["class"] == "abc"[p["class_id"]] for p in preds[:50])
+    acc = np.mean([p["class_id"] == t for p, t in zip(preds, y)])
+    assert acc == pytest.approx(est.evaluate(array_input_fn(x, y))["accuracy"], abs=1e-6)
+
+
+def test_export_is_atomic_versioned_and_serves(tmp_path):
+    import tensorflow as tf
+
+    x, y = make_data(200)
+    est = _estimator(tmp_path)
+    est.train(array_input_fn(x, y), max_steps=10)
+    path = est.export_saved_model(str(tmp_path / "export"), version=10)
+    assert path.endswith("/10")
+    again = est.export_saved_model(str(tmp_path / "export"), version=10)
+    assert again.endswith("/11")          # never overwrites an export
+    leftovers = [p.name for p in (tmp_path / "export").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    out = serve(x=tf.constant(x[:5]))
+    expected = [p for _, p in zip(range(5), est.predict(array_input_fn(x[:5], y[:5])))]
+    np.testing.assert_allclose(out["probabilities"].numpy(), np.stack([p["probabilities"] for p in expected]),
+                               atol=1e-5)
+    assert [c.decode() for c in out["class"].numpy()] == [p["class"] for p in expected]
+
+
+def test_batch_must_divide_by_replicas(tmp_path):
+    from tpuestimator.errors import ConfigError
+
+    x, y = make_data(100)
+    est = _estimator(tmp_path, strategy="mirrored", train_batch_size=60)
+    with pytest.raises(ConfigError, match=r"train.batch_size.*multiple of the replica count \(8"):
+        est.train(array_input_fn(x, y), steps=1)
+
+
+def test_warm_start_copies_weights_not_step(tmp_path):
+    x, y = make_data(256)
+    src = _estimator(tmp_path / "a")
+    src.train(array_input_fn(x, y), max_steps=20)
+    dst = _estimator(tmp_path / "b", warm_start_from=str(tmp_path / "a" / "model"))
+    dst.train(array_input_fn(x, y), steps=1)
+    assert dst.global_step == 1
+    # After one more step from the same weights the models are close, not re-initialised.
+    a = np.asarray(src.model.get_layer("logits").weights[0])
+    b = np.asarray(dst.model.get_layer("logits").weights[0])
+    assert np.abs(a - b).max() < 0.2
+
+
+def test_hook_stops_training_by_flag(tmp_path):
+    from tpuestimator.hooks import Hook
+
+    class StopAt30(Hook):
+        def after_loop(self, step, logs):
+            self.stop_training = step >= 30
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path)
+    est.train(array_input_fn(x, y), max_steps=100, hooks=[StopAt30()])
+    assert est.global_step == 30
+
+
+def test_nan_sentinel_stops_without_writing_a_nonfinite_checkpoint(tmp_path):
+    import tensorflow as tf
+    from tpuestimator import Estimator, RunConfig
+    from tpuestimator.errors import NonFiniteError
+
+    x, y = make_data(256)
+    est = Estimator("linear", RunConfig(model_dir=str(tmp_path / "m"), train_batch_size=64, iterations_per_loop=10,
+                                        save_checkpoints_steps=10, strategy="cpu"),
+                    {"num_classes": 3, "learning_rate": 1e10, "optimizer": "sgd"})
+    with pytest.raises(NonFiniteError) as info:
+        est.train(array_input_fn(x * 1e20, y), max_steps=100)
+    assert info.value.step <= 20
+    latest = est.latest_checkpoint()
+    if latest:  # whatever was saved before the blow-up is finite
+        reader = tf.train.load_checkpoint(latest)
+        for name in reader.get_variable_to_shape_map():
+            value = reader.get_tensor(name)
+            if hasattr(value, "dtype") and np.issubdtype(np.asarray(value).dtype, np.floating):
+                assert np.isfinite(value).all(), name
