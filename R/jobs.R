@@ -94,110 +94,172 @@ tpu_predict <- function(run_or_export, newdata) {
   if (missing(newdata) || is.null(newdata)) {
     arg_error("newdata", NULL, "a data frame, matrix, array, named list or TFRecord file paths")
   }
-  features <- as_py_features(newdata)
+  target <- find_saved_model(target)
+  spec <- export_feature_spec(target)
+  features <- as_py_features(newdata, spec)
   job <- py_mod("job", convert = FALSE)
   res <- with_python(job$predict(target, features))
-  predictions_to_df(res)
+  predictions_to_df(res, export_class_names(target))
 }
 
 # R data -> what tpuestimator.job.predict() takes as `features`.
-as_py_features <- function(newdata) {
-  np <- reticulate::import("numpy", convert = FALSE)
+as_py_features <- function(newdata, spec = NULL) {
   if (is.character(newdata) && is.null(dim(newdata))) {
-    missing_files <- newdata[!file.exists(newdata) & !grepl("[*?]", newdata)]
+    missing_files <- newdata[!file.exists(newdata)]
     if (length(missing_files)) {
       stop("`newdata` holds file paths that do not exist: ", paste(missing_files, collapse = ", "),
-           ". Pass TFRecord files, or a data frame/matrix/array of features.", call. = FALSE)
+           ". Pass TFRecord (or JPEG/PNG) files, or a data frame/matrix/array of features.", call. = FALSE)
     }
-    return(reticulate::r_to_py(as.list(normalizePath(newdata, mustWork = FALSE))))
-  }
-  if (is.data.frame(newdata)) {
-    cols <- lapply(names(newdata), function(n) column_to_numpy(newdata[[n]], n, np))
-    names(cols) <- names(newdata)
-    return(reticulate::dict(cols))
+    return(reticulate::r_to_py(as.list(normalizePath(newdata))))
   }
   if (is.list(newdata)) {
     if (is.null(names(newdata)) || any(!nzchar(names(newdata)))) {
-      arg_error("newdata", newdata, "a named list of feature arrays")
+      arg_error("newdata", newdata, "a data frame or a named list of feature arrays")
     }
-    cols <- lapply(names(newdata), function(n) column_to_numpy(newdata[[n]], n, np))
+    cols <- lapply(names(newdata), function(n) {
+      x <- newdata[[n]]
+      arr <- column_to_numpy(x, n)
+      if (!is.null(spec[[n]]) && !is.character(x) && !is.factor(x)) {
+        arr <- fit_feature_shape(arr, example_dims(x), spec[[n]]$shape, paste0("newdata$", n), n)
+      }
+      arr
+    })
     names(cols) <- names(newdata)
+    if (length(spec)) {
+      absent <- setdiff(names(spec), names(cols))
+      if (length(absent)) {
+        stop("`newdata` lacks the feature(s) ", paste0("`", absent, "`", collapse = ", "), " that the model takes ",
+             "(it takes ", paste0("`", names(spec), "`", collapse = ", "), ").", call. = FALSE)
+      }
+    }
     return(reticulate::dict(cols))
   }
   if (is.numeric(newdata) || is.logical(newdata)) {
     if (is.null(dim(newdata))) newdata <- matrix(newdata, nrow = 1L)
-    storage.mode(newdata) <- "double"
-    return(np$asarray(reticulate::r_to_py(newdata), dtype = "float32"))
+    arr <- r_to_numpy(newdata + 0, "float32")
+    if (length(spec) == 1L) {
+      arr <- fit_feature_shape(arr, dim(newdata)[-1], spec[[1]]$shape, "newdata", names(spec))
+    } else if (length(spec) > 1L) {
+      arg_error("newdata", newdata, paste0("a data frame or named list: the model takes several features (",
+                                           paste(names(spec), collapse = ", "), ")"))
+    }
+    return(arr)
   }
   arg_error("newdata", newdata, "a data frame, matrix, array, named list or TFRecord file paths")
 }
 
-column_to_numpy <- function(x, name, np) {
-  if (is.factor(x)) x <- as.character(x)
-  if (is.character(x)) return(np$asarray(reticulate::r_to_py(as.list(x)), dtype = "object"))
+# Per-example dimensions of an R feature column (examples along the first dimension).
+example_dims <- function(x) {
+  if (is.list(x)) return(dim(x[[1]]) %||% length(x[[1]]))
+  d <- dim(x)
+  if (is.null(d)) integer() else d[-1]
+}
+
+# Reshapes (numpy, row-major like numpy's reshape) examples whose size matches the model's
+# feature shape; refuses sizes that do not match (TensorFlow would abort the process).
+fit_feature_shape <- function(arr, dims, shape, what, feature) {
+  shape <- as.integer(unlist(shape))
+  dims <- as.integer(dims)
+  if (!length(shape)) shape <- integer()
+  if (identical(dims, shape) || (prod(dims) == 1L && prod(shape) == 1L && length(shape) <= 1L)) {
+    if (!identical(dims, shape)) {
+      arr <- arr$reshape(reticulate::tuple(c(list(-1L), as.list(shape))))
+    }
+    return(arr)
+  }
+  if (prod(dims) == prod(shape)) {
+    return(arr$reshape(reticulate::tuple(c(list(-1L), as.list(shape)))))
+  }
+  stop("`", what, "` has examples of shape [", paste(dims, collapse = ", "), "] (", prod(dims),
+       " values) but the model's feature `", feature, "` has shape [", paste(shape, collapse = ", "), "] (",
+       prod(shape), " values). Pass one example per row (or along the first dimension) with ",
+       prod(shape), " values.", call. = FALSE)
+}
+
+export_feature_spec <- function(export_dir) {
+  meta <- read_json_file(file.path(export_dir, "assets.extra", "tpuestimator.json"), simplify = FALSE)
+  spec <- meta$feature_spec
+  if (!is.list(spec) || !length(spec)) return(NULL)
+  lapply(spec, function(s) list(shape = unlist(s[[1]]), dtype = s[[2]]))
+}
+
+column_to_numpy <- function(x, name) {
+  if (is.factor(x) || is.character(x)) return(r_to_numpy(as.character(x)))
   if (is.list(x)) {
     # A list column of equally shaped arrays -> one array with a leading example dimension.
-    parts <- lapply(x, function(v) np$asarray(reticulate::r_to_py(as.double(v)), dtype = "float32"))
     dims <- dim(x[[1]]) %||% length(x[[1]])
-    stacked <- np$stack(parts)
-    return(stacked$reshape(reticulate::tuple(c(list(length(x)), as.list(as.integer(dims))))))
-  }
-  if (is.integer(x)) return(np$asarray(reticulate::r_to_py(x), dtype = "int64"))
-  if (is.numeric(x) || is.logical(x)) {
-    arr <- if (is.null(dim(x))) as.double(x) else {
-      storage.mode(x) <- "double"
-      x
+    if (any(vapply(x, length, 1L) != prod(dims))) {
+      arg_error(paste0("newdata$", name), x, "a list column of equally sized numeric vectors or arrays")
     }
-    return(np$asarray(reticulate::r_to_py(arr), dtype = "float32"))
+    flat <- matrix(unlist(lapply(x, as.double)), nrow = length(x), byrow = TRUE)
+    # Row i holds example i in R's column-major order; rebuild [n, dims...].
+    arr <- array(NA_real_, dim = c(length(x), dims))
+    for (i in seq_along(x)) arr[i + (seq_len(prod(dims)) - 1L) * length(x)] <- flat[i, ]
+    return(r_to_numpy(arr, "float32"))
   }
+  if (is.integer(x)) return(r_to_numpy(x, "int64"))
+  if (is.numeric(x) || is.logical(x)) return(r_to_numpy(x + 0, "float32"))
   arg_error(paste0("newdata$", name), x, "a numeric, integer, character, factor or list column")
 }
 
-# Python predictions -> data frame. Accepts a dict of arrays or a list of per-example dicts.
-predictions_to_df <- function(res) {
-  out <- py_to_r_json(res, simplify = TRUE)
-  if (is.data.frame(out)) return(tidy_prediction_df(out))
-  if (!is.list(out)) return(data.frame(prediction = out))
-  class_names <- out$class_names %||% out$vocabulary
-  out$class_names <- NULL
-  out$vocabulary <- NULL
-  n <- NULL
+# Python predictions (a list of per-example dicts) -> data frame.
+predictions_to_df <- function(res, class_names = NULL) {
+  rows <- py_to_r_json(res, simplify = FALSE)
+  if (is.list(rows) && !is.null(names(rows))) rows <- list(rows)
+  if (!length(rows)) return(data.frame(class_id = integer()))
+  keys <- unique(unlist(lapply(rows, names)))
   cols <- list()
-  for (name in names(out)) {
-    v <- out[[name]]
-    if (is.matrix(v)) {
-      colnames_v <- if (!is.null(class_names) && ncol(v) == length(class_names) &&
-                        grepl("prob|logit|score", name)) {
-        paste0(prob_prefix(name), class_names)
-      } else {
-        paste0(name, "_", seq_len(ncol(v)) - 1L)
-      }
-      for (j in seq_len(ncol(v))) cols[[colnames_v[[j]]]] <- v[, j]
-      n <- nrow(v)
-    } else if (is.atomic(v) && is.null(dim(v))) {
-      cols[[name]] <- v
-      n <- length(v)
-    } else if (is.array(v)) {
-      flat <- matrix(v, nrow = dim(v)[1])
-      for (j in seq_len(ncol(flat))) cols[[paste0(name, "_", j - 1L)]] <- flat[, j]
-      n <- nrow(flat)
+  for (k in keys) {
+    vals <- lapply(rows, function(r) {
+      v <- unlist(r[[k]])
+      if (is.null(v)) NA else v
+    })
+    lens <- lengths(vals)
+    if (all(lens == 1L)) {
+      cols[[k]] <- unlist(vals)
+      next
     }
+    width <- max(lens)
+    m <- t(vapply(vals, function(v) c(v, rep(NA, width - length(v)))[seq_len(width)], vals[[1]][rep(1L, width)]))
+    col_names <- if (length(class_names) == width && grepl("prob|logit|score", k)) {
+      paste0(if (grepl("prob", k)) "prob_" else paste0(k, "_"), class_names)
+    } else {
+      paste0(k, "_", seq_len(width) - 1L)
+    }
+    for (j in seq_len(width)) cols[[col_names[[j]]]] <- m[, j]
   }
   df <- as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
   tidy_prediction_df(df, class_names)
 }
 
-prob_prefix <- function(name) if (grepl("prob", name)) "prob_" else paste0(name, "_")
-
 tidy_prediction_df <- function(df, class_names = NULL) {
   names(df)[names(df) %in% c("classes", "class_ids", "classid", "predicted_class")] <- "class_id"
-  names(df)[names(df) %in% c("class_names", "class_name", "class_string", "label")] <- "class"
+  names(df)[names(df) %in% c("class_name", "class_string")] <- "class"
+  if ("class_id" %in% names(df)) df$class_id <- as.integer(df$class_id)
   if ("class_id" %in% names(df) && !"class" %in% names(df) && length(class_names)) {
-    ids <- as.integer(df$class_id)
-    df$class <- class_names[ids + 1L]  # label ids count from 0; R vectors from 1
+    df$class <- class_names[df$class_id + 1L]  # label ids count from 0; R vectors from 1
   }
   front <- intersect(c("class_id", "class"), names(df))
   df[c(front, setdiff(names(df), front))]
+}
+
+# A SavedModel folder from a run/model/export folder: the folder itself when it holds
+# saved_model.pb, else the newest export under it (final/ before best/ before latest/).
+find_saved_model <- function(path) {
+  if (file.exists(file.path(path, "saved_model.pb"))) return(path)
+  pbs <- list.files(path, pattern = "^saved_model\\.pb$", recursive = TRUE, full.names = TRUE)
+  if (!length(pbs)) return(path)  # let Python name the problem
+  dirs <- dirname(pbs)
+  rank <- ifelse(grepl("/final/", dirs), 0L, ifelse(grepl("/best/", dirs), 1L, 2L))
+  version <- suppressWarnings(as.numeric(basename(dirs)))
+  version[is.na(version)] <- -Inf
+  dirs[order(rank, -version)][[1]]
+}
+
+export_class_names <- function(export_dir) {
+  meta <- read_json_file(file.path(export_dir, "assets.extra", "tpuestimator.json"), simplify = TRUE)
+  names <- meta$class_names
+  if (is.character(names) && length(names)) names else NULL
 }
 
 #' Export a trained model
@@ -261,14 +323,11 @@ tpu_check <- function(cfg, ...) {
 
 #' @export
 print.tpu_check_report <- function(x, ...) {
-  checks <- x$checks
-  if (is.data.frame(checks) && nrow(checks)) {
-    cat("<tpu_check_report>\n")
-    status <- checks$status %||% checks$level %||% ifelse(isTRUE(checks$ok), "ok", "fail")
-    name <- checks$name %||% checks$check %||% seq_len(nrow(checks))
-    msg <- checks$message %||% ""
-    cat(paste0("  [", format(status), "] ", format(name), "  ", msg), sep = "\n")
-    if (!is.null(x$ok)) cat(if (isTRUE(x$ok)) "Ready for TPU.\n" else "Not ready for TPU.\n")
+  results <- x$results
+  if (is.data.frame(results) && nrow(results)) {
+    cat("<tpu_check_report> ", if (isTRUE(x$ok)) "ready for TPU" else "NOT ready for TPU", "\n", sep = "")
+    mark <- ifelse(results$ok, "ok  ", "FAIL")
+    cat(paste0("  [", mark, "] ", results$name, ": ", results$detail), sep = "\n")
   } else if (!is.null(x$.text)) {
     cat(x$.text, "\n", sep = "")
   } else {
@@ -321,7 +380,6 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
     if (is.null(names(data)) || any(!nzchar(names(data)))) {
       arg_error("data", data, "a data frame or a named list of arrays")
     }
-    np <- reticulate::import("numpy", convert = FALSE)
     vocab <- NULL
     cols <- list()
     for (name in names(data)) {
@@ -331,11 +389,12 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
         vocab <- levels(f)
         x <- as.integer(f) - 1L  # R factor codes count from 1; label ids from 0
       }
-      cols[[name]] <- if (is.null(dim(x)) || is.data.frame(data)) {
-        column_to_numpy(x, name, np)
+      cols[[name]] <- if (identical(extra$format, "mnist") && !identical(name, label)) {
+        r_to_numpy(x + 0, "uint8")
+      } else if (is.list(x) || is.character(x) || is.factor(x)) {
+        column_to_numpy(x, name)
       } else {
-        storage.mode(x) <- if (is.integer(x)) "integer" else "double"
-        np$asarray(reticulate::r_to_py(x), dtype = if (is.integer(x)) "int64" else "float32")
+        r_to_numpy(x)
       }
     }
     source <- reticulate::dict(cols)

@@ -32,6 +32,19 @@ def mro_names(exc):
 def attr_or_none(obj, name):
     return getattr(obj, name, None)
 
+def array_from_r(buf, kind, shape, dtype):
+    # reticulate 1.28 cannot hand R arrays to numpy 2 (binary version check); R sends the raw
+    # bytes of its column-major vector instead.
+    import numpy as np
+    src = {"double": "<f8", "integer": "<i4"}[kind]
+    a = np.frombuffer(bytes(buf), dtype=src)
+    a = a.reshape(tuple(int(s) for s in shape), order="F")
+    return np.ascontiguousarray(a.astype(dtype))
+
+def strings_to_numpy(values):
+    import numpy as np
+    return np.asarray([str(v) for v in values], dtype=object)
+
 def signature_params(fn):
     import inspect
     try:
@@ -53,7 +66,9 @@ py_helpers <- function() {
     from_json = function(text) helpers[["from_json"]](text),
     mro_names = function(exc) reticulate::py_to_r(helpers[["mro_names"]](exc)),
     attr = function(obj, name) helpers[["attr_or_none"]](obj, name),
-    signature_params = function(fn) reticulate::py_to_r(helpers[["signature_params"]](fn))
+    signature_params = function(fn) reticulate::py_to_r(helpers[["signature_params"]](fn)),
+    array_from_r = function(buf, kind, shape, dtype) helpers[["array_from_r"]](buf, kind, shape, dtype),
+    strings_to_numpy = function(values) helpers[["strings_to_numpy"]](values)
   )
 }
 
@@ -82,4 +97,28 @@ r_to_py_json <- function(x) {
 r_to_json <- function(x) {
   as.character(jsonlite::toJSON(x, auto_unbox = TRUE, null = "null", na = "null",
                                 digits = NA, POSIXt = "ISO8601", factor = "string"))
+}
+
+# An R vector/matrix/array -> numpy array of `dtype`, same indexing (x[i, j] is a[i-1, j-1]).
+# Goes through the raw bytes: reticulate 1.28's own conversion refuses numpy >= 2.
+r_to_numpy <- function(x, dtype = NULL) {
+  shape <- dim(x) %||% length(x)
+  if (is.factor(x)) x <- as.character(x)
+  if (is.character(x)) {
+    if (!is.null(dim(x))) stop("character arrays are not supported; pass a character vector", call. = FALSE)
+    return(py_helpers()$strings_to_numpy(as.list(x)))
+  }
+  if (is.logical(x)) x <- array(as.integer(x), dim = dim(x) %||% length(x))
+  if (is.integer(x)) {
+    kind <- "integer"
+    buf <- writeBin(as.vector(x), raw(), size = 4L, endian = "little")
+    dtype <- dtype %||% "int64"
+  } else if (is.double(x)) {
+    kind <- "double"
+    buf <- writeBin(as.vector(x), raw(), size = 8L, endian = "little")
+    dtype <- dtype %||% "float32"
+  } else {
+    stop("cannot convert an object of class ", class(x)[[1]], " to a numpy array", call. = FALSE)
+  }
+  py_helpers()$array_from_r(buf, kind, as.list(as.integer(shape)), dtype)
 }

@@ -148,10 +148,14 @@ as_hook_list <- function(hooks) {
   if (!is.list(hooks)) {
     arg_error("hooks", hooks, "NULL, a function(event, info), a Python Hook, or a list of them")
   }
+  hook_base <- NULL
   lapply(seq_along(hooks), function(i) {
     h <- hooks[[i]]
     if (is.function(h)) {
-      reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
+      fn <- reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
+      # Wrapped here so every event (after_eval, after_export too) reaches the R function.
+      if (is.null(hook_base)) hook_base <<- py_mod("hooks.base", convert = FALSE)
+      hook_base$CallableHook(fn, name = paste0("r_hook_", i))
     } else if (inherits(h, "python.builtin.object")) {
       h
     } else {
@@ -207,6 +211,7 @@ format_progress <- function(event, info) {
     },
     eval = {
       metrics <- info$metrics %||% list()
+      metrics <- metrics[setdiff(names(metrics), c("global_step", "num_examples"))]
       metrics <- metrics[vapply(metrics, function(v) is.numeric(v) && length(v) == 1L, logical(1))]
       parts <- c(field("step", num(info$step)),
                  vapply(names(metrics), function(n) paste0(n, ": ", num(metrics[[n]])), ""))
@@ -263,12 +268,15 @@ scalar_or_null <- function(x) {
 
 as_history_df <- function(history) {
   if (is.null(history) || length(history) == 0L) return(data.frame(step = integer()))
-  if (is.data.frame(history)) return(history)
-  if (is.list(history)) {
+  if (!is.data.frame(history)) {
+    if (!is.list(history)) return(data.frame(step = integer()))
     rows <- lapply(history, function(r) as.data.frame(null_to_na(r), stringsAsFactors = FALSE))
-    return(do.call(rbind_fill, rows))
+    history <- do.call(rbind_fill, rows)
   }
-  data.frame(step = integer())
+  if (is.null(history$step) && !is.null(history$global_step)) history$step <- history$global_step
+  history$global_step <- NULL
+  front <- intersect("step", names(history))
+  history[c(front, setdiff(names(history), front))]
 }
 
 rbind_fill <- function(...) {
@@ -303,6 +311,8 @@ print.tpu_run <- function(x, ...) {
 
 numeric_metrics <- function(metrics) {
   if (is.null(metrics) || !length(metrics)) return(numeric())
+  metrics <- metrics[setdiff(names(metrics), c("global_step", "num_examples"))]
+  if (!length(metrics)) return(numeric())
   keep <- vapply(metrics, function(v) is.numeric(v) && length(v) == 1L, logical(1))
   unlist(metrics[keep])
 }

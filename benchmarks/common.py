@@ -47,16 +47,18 @@ def setup_path() -> None:
 
 # ---------------------------------------------------------------------------- arguments
 def standard_args(description: str, argv: Sequence[str] | None = None,
-                  extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+                  extra: Callable[[argparse.ArgumentParser], None] | None = None,
+                  default_repeats: int | None = 5) -> argparse.Namespace:
+    """The shared command line; `default_repeats=None` leaves `args.repeats` None (the script decides)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs, measures nothing")
     parser.add_argument("--out", default=str(RESULTS_DIR), help="folder for the JSON result (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 5; smoke 2)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default: the script's; smoke 2)")
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
-    if args.repeats is None:
-        args.repeats = 2 if args.smoke else 5
+    if args.repeats is None and default_repeats is not None:
+        args.repeats = 2 if args.smoke else default_repeats
     return args
 
 
@@ -102,30 +104,46 @@ def interleave(runners: Mapping[str, Callable[[], Any]], repeats: int, *, rotate
 
 
 class Marks:
-    """Host timestamps at loop boundaries; `rate()` is steps/s over the timed loops.
+    """Host timestamps (wall and process CPU) at loop boundaries.
 
     A runner calls `begin()` before each device loop and `end()` after it (after any host
-    work that belongs to the loop). With `warmup` loops, timing starts at the end of the
-    last warm-up loop (so per-loop host work is inside the timed span), else at the first
-    loop's begin.
+    work that belongs to the loop). Loop i lasts from the previous loop's end (so host work
+    between loops counts) or, for the first loop, from its begin. The first `warmup` loops
+    are dropped.
     """
 
     def __init__(self):
-        self.begins: list[float] = []
-        self.ends: list[float] = []
+        self.begins: list[tuple[float, float]] = []
+        self.ends: list[tuple[float, float]] = []
 
     def begin(self) -> None:
-        self.begins.append(time.perf_counter())
+        self.begins.append((time.perf_counter(), time.process_time()))
 
     def end(self) -> None:
-        self.ends.append(time.perf_counter())
+        self.ends.append((time.perf_counter(), time.process_time()))
+
+    def durations(self, warmup: int, which: int = 0) -> list[float]:
+        out = []
+        for i, end in enumerate(self.ends):
+            start = self.ends[i - 1] if i > 0 else self.begins[0]
+            out.append(end[which] - start[which])
+        if len(out) <= warmup:
+            raise RuntimeError(f"no timed loop: {len(out)} loops with {warmup} warm-up loops")
+        return out[warmup:]
 
     def rate(self, warmup: int, steps_per_loop: int = STEPS_PER_LOOP) -> float:
-        timed = len(self.ends) - warmup
-        if timed < 1:
-            raise RuntimeError(f"no timed loop: {len(self.ends)} loops with {warmup} warm-up loops")
-        start = self.ends[warmup - 1] if warmup > 0 else self.begins[0]
-        return timed * steps_per_loop / (self.ends[-1] - start)
+        """steps/s over the timed loops (total steps / total wall time)."""
+        d = self.durations(warmup)
+        return len(d) * steps_per_loop / sum(d)
+
+    def measures(self, warmup: int, steps_per_loop: int = STEPS_PER_LOOP) -> dict:
+        """{steps_per_sec (total steps / wall span), steps_per_sec_loop_median (steps / median
+        loop: robust to a burst of load from other users), cpu_ms_per_100_steps (process CPU
+        time, all threads: work done, less sensitive to contention)}."""
+        wall, cpu = self.durations(warmup, 0), self.durations(warmup, 1)
+        return {"steps_per_sec": len(wall) * steps_per_loop / sum(wall),
+                "steps_per_sec_loop_median": steps_per_loop / statistics.median(wall),
+                "cpu_ms_per_100_steps": 1000 * sum(cpu) / (len(cpu) * steps_per_loop) * 100}
 
 
 # ---------------------------------------------------------------------------- machine

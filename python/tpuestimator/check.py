@@ -60,6 +60,43 @@ def _op_from_error(message: str) -> tuple[str | None, str | None]:
     return op, node.group(1) if node else None
 
 
+def _dynamic_shape_ops(graph) -> list[tuple[str, str, str]]:
+    """Ops whose outputs have data-dependent (unknown) dimensions although every input is static."""
+    import tensorflow as tf
+
+    found = []
+    for op in graph.get_operations():
+        for out in op.outputs:
+            if out.dtype in (tf.resource, tf.variant, tf.string) or op.type in ("Placeholder", "ReadVariableOp"):
+                continue
+            if out.shape.rank is None or not out.shape.is_fully_defined():
+                found.append((op.type, op.name, str(out.shape)))
+                break
+    return found
+
+
+def _static_shape_check(forward, features) -> CheckResult:
+    """Traces the forward pass with fully static inputs and finds ops whose shapes depend on data.
+
+    XLA on a CPU pads some data-dependent shapes to bounds and compiles them anyway; a TPU
+    program with them recompiles or fails, so they are reported here by name.
+    """
+    import tensorflow as tf
+
+    specs = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in features.items()}
+    graph = tf.function(forward).get_concrete_function(specs).graph
+    dynamic = _dynamic_shape_ops(graph)
+    if not dynamic:
+        return CheckResult("model shapes are static", True, "every op's output shape is known at compile time")
+    op_type, op_name, shape = dynamic[0]
+    more = f" (and {len(dynamic) - 1} more)" if len(dynamic) > 1 else ""
+    return CheckResult("model shapes are static", False,
+                       f"op {op_type} ({op_name}) has a data-dependent output shape {shape}{more}: its size depends "
+                       "on the values, not the shapes, of its inputs. TPUs need static shapes: replace it with a "
+                       "fixed-size alternative (masks instead of tf.boolean_mask/tf.where, "
+                       "tf.math.unsorted_segment_* instead of tf.unique)", op=op_type)
+
+
 def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), num_cores: int = 8,
                  model_fn=None) -> CheckReport:
     """Runs every TPU-readiness check for a job config.
@@ -126,6 +163,7 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
         outputs = estimator._call_model(features, training=False)
         return spec.predictions(outputs) if spec.predictions else outputs
 
+    results.append(_static_shape_check(forward, features))
     for name, fn, args in (("training step compiles with XLA", train_step, (features, labels)),
                            ("prediction compiles with XLA", forward, (features,))):
         try:

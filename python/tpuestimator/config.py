@@ -67,6 +67,20 @@ DEFAULTS: dict[str, Any] = {
               "profile_steps": None},
 }
 
+class _Loader(yaml.SafeLoader):
+    """YAML loader that reads `1e-3` as a float (YAML 1.1 wants `1.0e-3`; users write 1e-3)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    __import__("re").compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def _yaml_load(text: str):
+    return yaml.load(text, Loader=_Loader)
+
+
 # Fields holding file paths that are resolved against the config file's folder.
 _PATH_FIELDS = (("data", "train"), ("data", "eval"), ("data", "manifest"), ("data", "vocabulary"))
 
@@ -157,7 +171,7 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
             raise ConfigError("config", str(source), "an existing YAML or JSON file (check the path)")
         text = path.read_text()
         try:
-            raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+            raw = json.loads(text) if path.suffix == ".json" else _yaml_load(text)
         except (yaml.YAMLError, json.JSONDecodeError) as exc:
             raise ConfigError("config", str(path), f"valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})") from None
         if not isinstance(raw, dict):
@@ -189,7 +203,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError("--set", item, "a dotted key before '=', e.g. train.max_steps=1000")
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = _yaml_load(text) if text.strip() else None
     except yaml.YAMLError:
         value = text
     return key.split("."), value
@@ -295,6 +309,11 @@ def _to_config_error(err, source: str | None) -> ConfigError:
 def _check_semantics(cfg: dict, source: str | None) -> None:
     """Checks the rules a schema cannot express."""
     train, data, run = cfg["train"], cfg["data"], cfg["run"]
+    from tpuestimator.models import BUILTIN
+
+    if cfg["model"] not in BUILTIN and ":" not in cfg["model"]:
+        raise ConfigError("model", cfg["model"], "a built-in model (" + ", ".join(sorted(BUILTIN))
+                          + ") or 'module:function' naming your own model function", source=source)
     if train["steps"] is not None and train["max_steps"] is not None:
         raise ConfigError("train.steps", train["steps"],
                           "either `train.steps` (incremental) or `train.max_steps` (absolute), not both; "

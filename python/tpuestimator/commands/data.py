@@ -19,7 +19,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
     w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
                        description="Image folder (one subfolder per class, JPEG/PNG) -> seed 000's format; "
-                                   ".csv / .npz -> typed features. Extra Beam pipeline options go after `--`.")
+                                   ".csv / .npz -> typed features.")
     w.add_argument("source", help="image folder, .csv or .npz file")
     w.add_argument("out", help="output folder (shards + manifest.json)")
     w.add_argument("--split", default=None,
@@ -36,7 +36,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     w.add_argument("--beam", action="store_true", help="run the conversion as an Apache Beam pipeline")
     w.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
     w.add_argument("--json", action="store_true", help="print the manifest as JSON")
-    w.add_argument("beam_args", nargs=argparse.REMAINDER, help="after `--`: Beam pipeline options")
+    w.add_argument("--beam-option", dest="beam_args", action="append", default=[], metavar="FLAG",
+                   help="a Beam pipeline option passed through, e.g. --beam-option=--project=my-project; repeat")
     w.set_defaults(func=run)
 
     i = sub.add_parser("inspect", help="spec, record counts, decoded examples and a PNG grid of samples",
@@ -114,7 +115,7 @@ def _write(args) -> int:
             assert len(size) == 2
         except (ValueError, AssertionError):
             raise ConfigError("--image-size", args.image_size, "HEIGHTxWIDTH, e.g. 224x224") from None
-    extra = [a for a in args.beam_args if a != "--"]
+    extra = list(args.beam_args)
     manifest = write_tfrecords(args.source, args.out, split=split, shards=args.shards, seed=args.seed,
                                label=args.label, vocabulary=vocab, features=_features(args.feature) or None,
                                image_size=size, format=args.format, overwrite=args.overwrite, beam=args.beam,

@@ -7,7 +7,8 @@ module (and TensorFlow) on first use.
 - `describe_features(data_section)` -> {name: (shape, tf.DType)} the model receives
 - `num_classes(data_section)`, `vocabulary(data_section)`
 - `translate_errors(data_section, mode)` context manager: TF input errors -> `DataError`
-- `write_tfrecords(source, out_dir, ...)` (writers), `count_corrupt(pattern)`
+- `write_tfrecords(source, out_dir, ...)` (writers), `count_corrupt(pattern)`,
+  `corrupt_records_skipped()`, `num_examples(data_section, mode)`
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ _EXPORTS = {
     "diagnose": "diagnose",
     "count_corrupt": "diagnose",
     "corrupt_records_skipped": "diagnose",
+    "num_examples": "diagnose",
     "write_tfrecords": "writers",
     "inspect": "inspect",
     "bench": "bench",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -233,6 +234,31 @@ def translate_errors(data_section: Mapping[str, Any], mode: str, *, num_classes:
         raise found from exc
 
 
+# Files read by pipelines built with data.on_corrupt: skip (for `corrupt_records_skipped()`).
+_SKIP_FILES: set[str] = set()
+_SCAN_CACHE: dict[tuple, int | None] = {}
+
+
+def register_skipping(files: list[str]) -> None:
+    """Records files a pipeline reads with `on_corrupt: skip` (called by the pipeline)."""
+    _SKIP_FILES.update(files)
+
+
+def _first_bad(path: str) -> tuple[int | None, int]:
+    """(index of the first unreadable record or None, readable records before it); cached per file version."""
+    st = tf.io.gfile.stat(path)
+    key = (path, st.length, st.mtime_nsec)
+    if key not in _SCAN_CACHE:
+        good, bad = 0, None
+        for i, rec, err in _records(path):
+            if err is not None:
+                bad = i
+                break
+            good += 1
+        _SCAN_CACHE[key] = (bad, good)
+    return _SCAN_CACHE[key]
+
+
 def count_corrupt(pattern: str | list[str]) -> dict[str, Any]:
     """Scans files for corruption without parsing records.
 
@@ -246,21 +272,53 @@ def count_corrupt(pattern: str | list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"files": 0, "records": 0, "corrupt_files": {}}
     for path in list_files(pattern):
         out["files"] += 1
-        for i, rec, err in _records(path):
-            if err is not None:
-                out["corrupt_files"][path] = i
-                break
-            out["records"] += 1
+        bad, good = _first_bad(path)
+        out["records"] += good
+        if bad is not None:
+            out["corrupt_files"][path] = bad
     return out
 
 
-def corrupt_records_skipped(data_section: Mapping[str, Any], mode: str = "train") -> int:
-    """How many corrupt files a `data.on_corrupt: skip` run cuts short (0 when all are clean).
+def corrupt_records_skipped(data_section: Mapping[str, Any] | None = None, mode: str = "train") -> int:
+    """How many corrupt files `data.on_corrupt: skip` cut short (0 when all are clean).
 
-    Meant for the run record: the core calls it once when `on_corrupt` is `skip`.
+    Each corrupt file is skipped from its first bad record to its end (see `count_corrupt`).
+    Without arguments, scans every file that pipelines built in this process read with
+    `on_corrupt: skip` (what the core puts in the run record); with a data section, scans
+    that section's files for `mode`. Results are cached per file version.
     """
+    if data_section is not None:
+        section = specs.resolve_section(data_section)
+        from tpuestimator.data.pipeline import list_files
+
+        files = list_files(specs.pattern_for(section, mode))
+    else:
+        files = sorted(_SKIP_FILES)
+    n = 0
+    for path in files:
+        bad, good = _first_bad(path)
+        if bad is not None:
+            n += 1
+            log.warning("%s is corrupt from record %d on; data.on_corrupt=skip skipped the rest of it", path, bad)
+    return n
+
+
+def num_examples(data_section: Mapping[str, Any], mode: str = "train") -> int | None:
+    """Records in the mode's split: the manifest's count, else a scan when the files total under 16 MiB."""
     section = specs.resolve_section(data_section)
-    found = count_corrupt(specs.pattern_for(section, mode))["corrupt_files"]
-    for path, index in found.items():
-        log.warning("%s is corrupt from record %d on; data.on_corrupt=skip skips the rest of it", path, index)
-    return len(found)
+    key = "train" if mode == "train" else "eval"
+    if section.get("manifest"):
+        manifest = specs.load_manifest(section["manifest"])
+        info = manifest.get("splits", {}).get(key)
+        base = manifest["_dir"]
+        if info and section.get(key) == os.path.join(base, info.get("pattern", "")):
+            return int(info["count"])
+    from tpuestimator.data.pipeline import list_files
+
+    try:
+        files = list_files(specs.pattern_for(section, mode))
+    except DataError:
+        return None
+    if sum(tf.io.gfile.stat(f).length for f in files) > 16 * 2 ** 20:
+        return None
+    return count_corrupt(files)["records"]

@@ -64,6 +64,7 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
     section = specs.resolve_section(data_section)
     pattern = specs.pattern_for(section, mode)
     n_classes = specs.num_classes(section)
+    check_assertions(section)
 
     def input_fn(params: dict) -> tf.data.Dataset:
         params = dict(params or {})
@@ -105,6 +106,10 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     buffer = int(section["read_buffer_mb"]) * 1024 * 1024
     skip_corrupt = section.get("on_corrupt") == "skip"
+    if skip_corrupt:
+        from tpuestimator.data.diagnose import register_skipping
+
+        register_skipping(files)
 
     def read(filename):
         records = tf.data.TFRecordDataset(filename, buffer_size=buffer)
@@ -146,6 +151,23 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     options.deterministic = bool(section["deterministic"])
     options.experimental_optimization.map_parallelization = True
     return ds.with_options(options)
+
+
+def check_assertions(section: Mapping[str, Any]) -> None:
+    """Checks that every `data.assertions` entry names a feature the model receives.
+
+    Raises:
+      DataError: naming the unknown feature and the known ones.
+    """
+    known = specs.model_features(section)
+    for a in section.get("assertions") or []:
+        name = a["feature"]
+        if name not in known:
+            raise DataError(f"data.assertions: feature {name!r} is not one the model receives "
+                            f"({', '.join(known)}); image formats call the image 'image'.", feature=name)
+        if known[name][1] == "string" and any(k in a for k in ("min", "max", "finite", "non_negative")):
+            raise DataError(f"data.assertions: feature {name!r} holds strings; only `shape` can be asserted.",
+                            feature=name)
 
 
 def _check_not_empty(files: list[str], pattern) -> None:
@@ -288,9 +310,6 @@ def _apply_assertions(features: dict, assertions: list[dict], fmt: str) -> dict:
     out = dict(features)
     for a in assertions:
         name = a["feature"]
-        if name not in out:
-            raise DataError(f"data.assertions: feature {name!r} is not one the model receives "
-                            f"({', '.join(out)}); image formats call the image 'image'.", feature=name)
         x = out[name]
         checks = []
         xf = tf.cast(x, tf.float32) if x.dtype != tf.string else None

@@ -1,0 +1,87 @@
+"""Config loading, overrides and validation; the bad cases come from tests/fixtures/bad_configs.yaml."""
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tpuestimator.config import load_config
+from tpuestimator.errors import ConfigError
+
+from conftest import FIXTURES
+
+BAD = yaml.safe_load((FIXTURES / "bad_configs.yaml").read_text())
+
+
+def _drop(raw: dict, dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    for p in parents:
+        raw = raw[p]
+    del raw[last]
+
+
+@pytest.mark.parametrize("case", BAD["cases"], ids=[c["name"] for c in BAD["cases"]])
+def test_bad_config_names_field_value_and_fix(case):
+    raw = copy.deepcopy(BAD["base"])
+    for dotted in case.get("drop", []):
+        _drop(raw, dotted)
+    with pytest.raises(ConfigError) as info:
+        load_config(raw, case.get("set", []))
+    assert info.value.field == case["field"]
+    for text in case["message"]:
+        assert text in str(info.value)
+
+
+def test_at_least_ten_bad_cases():
+    assert len(BAD["cases"]) >= 10
+
+
+def test_overrides_parse_yaml_scalars_and_fill_defaults(tmp_path):
+    cfg = load_config(BAD["base"], ["train.batch_size=32", "params.learning_rate=1e-3", "run.jit_compile=true",
+                                    "export.exporters=[final, latest]"])
+    assert cfg.raw["train"]["batch_size"] == 32
+    assert cfg.raw["params"]["learning_rate"] == 0.001
+    assert cfg.raw["run"]["jit_compile"] is True
+    assert cfg.raw["export"]["exporters"] == ["final", "latest"]
+    assert cfg.raw["eval"]["steps"] is None           # default filled in
+    assert cfg.raw["debug"]["nan_sentinel"] is True
+
+
+def test_data_paths_resolve_against_the_config_file(tmp_path):
+    path = tmp_path / "sub" / "job.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(BAD["base"]))
+    cfg = load_config(path)
+    assert cfg.raw["data"]["train"] == str(path.parent / "train.tfrecord")
+    assert cfg.name == "job"
+    assert cfg.model_dir == "models/job"
+
+
+def test_unreadable_files_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="existing YAML or JSON file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="valid YAML"):
+        load_config(bad)
+
+
+def test_cli_reports_bad_config_before_tensorflow_starts(tmp_path, python_env):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(BAD["base"]))
+    code = ("import sys; from tpuestimator.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'; sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "train", str(path), "--set", "train.batch_size=0"],
+                          env=python_env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "train.batch_size" in proc.stderr and ">= 1" in proc.stderr
+
+
+def test_cli_help_does_not_import_tensorflow(python_env):
+    code = ("import sys; from tpuestimator.cli import build_parser; build_parser().format_help(); "
+            "print('tensorflow' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False", proc.stderr

@@ -1,0 +1,122 @@
+"""A real TensorBoard on a run folder: scalars and hparams over HTTP, stopped without leftovers."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tpuestimator.commands.tensorboard import resolve_targets
+from tpuestimator.runs import RunRecorder
+from tpuestimator.tensorboard import TensorBoardError, logdir_arguments, start_tensorboard, write_hparams
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def make_run(runs_dir: Path, lr: float) -> RunRecorder:
+    import tensorflow as tf
+
+    flags = {"learning_rate": lr, "optimizer": {"name": "adam"}, "dropout": None}
+    rec = RunRecorder.create(runs_dir, config={}, flags=flags, script="job.yaml", planned_evals=2)
+    for kind, scale in (("train", 1.0), ("eval", 1.2)):
+        writer = tf.summary.create_file_writer(str(rec.logs_dir / kind))
+        with writer.as_default():
+            for step in (10, 20):
+                tf.summary.scalar("loss", scale / step, step=step)
+        writer.close()
+    write_hparams(rec.logs_dir, flags, {"accuracy": 0.75, "auc": float("nan")}, step=20)
+    rec.complete(plots=False)
+    return rec
+
+
+def test_logdir_arguments(tmp_path):
+    run = tmp_path / "runs" / "2026-11-29T10-00-01Z"
+    (run / "tfruns.d").mkdir(parents=True)
+    (run / "logs").mkdir()
+    other = tmp_path / "events"
+    other.mkdir()
+    assert logdir_arguments(run) == ["--logdir", str((run / "logs").resolve())]
+    assert logdir_arguments(tmp_path / "runs") == ["--logdir", str((tmp_path / "runs").resolve())]
+    assert logdir_arguments([run, other]) == [
+        "--logdir_spec", f"2026-11-29T10-00-01Z:{(run / 'logs').resolve()},events:{other.resolve()}"]
+    assert logdir_arguments({"a": other}) == ["--logdir_spec", f"a:{other.resolve()}"]
+    with pytest.raises(TensorBoardError, match="does not exist"):
+        logdir_arguments(tmp_path / "missing")
+    with pytest.raises(TensorBoardError, match="may not"):
+        logdir_arguments({"a:b": other})
+    assert resolve_targets([], str(tmp_path / "runs")) == str(tmp_path / "runs")
+    assert resolve_targets(["latest"], str(tmp_path / "runs")) == str(run)
+    assert resolve_targets(["latest", str(other)], str(tmp_path / "runs")) == {
+        "2026-11-29T10-00-01Z": str(run), "events": str(other)}
+
+
+def test_tensorboard_serves_a_run_and_stops_cleanly(tmp_path):
+    rec = make_run(tmp_path / "runs", 0.1)
+    started = time.monotonic()
+    with start_tensorboard(tmp_path / "runs", timeout=60) as server:
+        assert server.url.startswith("http://127.0.0.1:") and server.running
+        deadline = time.monotonic() + 15
+        tags = {}
+        while time.monotonic() < deadline:
+            tags = json.loads(server.get("data/plugin/scalars/tags"))
+            if f"{rec.name}/logs/train" in tags and f"{rec.name}/logs/eval" in tags:
+                break
+            time.sleep(0.25)
+        assert "loss" in tags[f"{rec.name}/logs/train"], tags
+        series = json.loads(server.get(f"data/plugin/scalars/scalars?run={rec.name}/logs/eval&tag=loss"))
+        assert [point[1] for point in series] == [10, 20]
+        experiment = json.loads(server.get("data/plugin/hparams/experiment",
+                                           data=json.dumps({"experimentName": ""}).encode()))
+        hparams = {h["name"] for h in experiment["hparamInfos"]}
+        assert hparams == {"learning_rate", "optimizer.name"}  # None left out, nesting flattened
+        assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"accuracy", "loss"}
+        pid = server.pid
+    assert not server.running and server.process.returncode is not None
+    assert _gone(pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # nothing left in its process group
+    assert time.monotonic() - started < 30
+
+
+def test_tensorboard_failure_reports_its_stderr(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(TensorBoardError) as err:
+            start_tensorboard(tmp_path / "logs", port=port, timeout=30)
+    message = str(err.value)
+    assert "exited before answering" in message and str(port) in message and "stderr" in message
+
+
+def test_tensorboard_command_stops_on_ctrl_c(tmp_path, python_env):
+    rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_evals=None)
+    child = subprocess.Popen([sys.executable, "-m", "tpuestimator.commands.tensorboard", "latest",
+                              "--runs-dir", str(tmp_path / "runs")], env=python_env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("TensorBoard http://127.0.0.1:"), child.stderr.read() if not line else line
+        tb_pid = int(line.split("(pid ")[1].split(")")[0])
+        child.send_signal(signal.SIGINT)
+        assert child.wait(20) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "Stopping TensorBoard" in child.stdout.read()
+    assert _gone(tb_pid)
+    assert rec.run_dir.is_dir()

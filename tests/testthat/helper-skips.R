@@ -1,0 +1,35 @@
+# Skips that become failures in CI: with TPUESTIMATOR_FORCE_TESTS=1 nothing is skipped silently.
+
+force_tests <- function() identical(Sys.getenv("TPUESTIMATOR_FORCE_TESTS"), "1")
+
+skip_or_fail <- function(message) {
+  if (force_tests()) {
+    testthat::fail(paste0("TPUESTIMATOR_FORCE_TESTS=1 but this test would be skipped: ", message))
+    testthat::skip(paste("(failed above)", message))
+  }
+  testthat::skip(message)
+}
+
+skip_if_no_tpuestimator <- function() {
+  available <- tryCatch(reticulate::py_module_available("tpuestimator"), error = function(e) FALSE)
+  if (!isTRUE(available)) {
+    skip_or_fail(paste0(
+      "the tpuestimator Python package is not available (set TPUESTIMATORR_PYTHON to a Python ",
+      "that has it, e.g. the repo's .venv/bin/python)"
+    ))
+  }
+  invisible(TRUE)
+}
+
+skip_if_no_fixtures <- function() {
+  if (is.null(fixtures_dir())) {
+    skip_or_fail("the shared fixtures (tests/fixtures) were not found: set TPUESTIMATOR_FIXTURES")
+  }
+  invisible(TRUE)
+}
+
+skip_if_no_python_exe <- function() {
+  python <- tpuestimatorr::tpuestimator_python()
+  if (is.null(python) || !file.exists(python)) skip_or_fail("no Python executable found for subprocesses")
+  invisible(python)
+}
