@@ -145,7 +145,9 @@ wrap_r_callback <- function(f, what) {
       f(...),
       error = function(e) {
         if (is.null(.globals$callback_error)) {
-          .globals$callback_error <- list(condition = e, what = what)
+          # A Python error raised by Python code the R function called keeps its mapping.
+          cond <- if (inherits(e, "Rcpp::exception")) python_condition(e) %||% e else e
+          .globals$callback_error <- list(condition = cond, what = what)
         }
       }
     )

@@ -158,7 +158,7 @@ svg_chart <- function(title, series, width = 480, height = 260) {
     sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>", width - mr, height - 8, html_escape(fmt_value(xr[2])))
   )
   paste0("<div class=\"chart\"><b>", html_escape(title), "</b><br><svg width=\"", width, "\" height=\"", height,
-         "\" xmlns=\"http://www.w3.org/2000/svg\">", axis, lines, legend, "</svg></div>")
+         "\" xmlns=\"http://www.w3.org/2000/svg\">", axis, paste(lines, collapse = ""), legend, "</svg></div>")
 }
 
 history_x <- function(history) {

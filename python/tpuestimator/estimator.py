@@ -126,6 +126,12 @@ class Estimator:
         self._eval_fns: dict = {}
         self.stop_training = False
         self.last_train_logs: dict = {}
+        self.per_step_values: dict = {}  # name -> per-step values of the last loop (HostCallHook only)
+        self._per_step_loop = None
+        # The NaN/Inf sentinel writes a report + repro bundle (tpuestimator.debug.sentinel) unless False;
+        # `job_config` (set by run_job) is copied into the bundle.
+        self.nonfinite_report = True
+        self.job_config: dict | None = None
 
     # ------------------------------------------------------------------ devices
     @property
@@ -277,7 +283,9 @@ class Estimator:
     def _call_model(self, features, training: bool):
         return self._spec.model(_single_or_dict(features), training=training)
 
-    def _make_train_step(self, global_batch: int):
+    def _make_forward_backward(self, global_batch: int):
+        """`forward_backward(features, labels) -> (per_example, grads, reports)` of one replica
+        (shared by the device loop and the host-side replay in `tpuestimator.debug`)."""
         import tensorflow as tf
 
         spec, optimizer = self._spec, self._optimizer
@@ -300,6 +308,15 @@ class Estimator:
             # XLA compiles forward and backward (the TPU compiler's view of the model); the
             # cross-replica all-reduce inside apply_gradients stays outside the cluster.
             forward_backward = tf.function(forward_backward, jit_compile=True)
+        return forward_backward
+
+    def _make_train_step(self, global_batch: int, *, per_step_values: bool = False):
+        """The replica step of the train loop; with `per_step_values` it also returns this
+        replica's mean loss and report values (for `HostCallHook`; off by default)."""
+        import tensorflow as tf
+
+        model, optimizer = self._spec.model, self._optimizer
+        forward_backward = self._make_forward_backward(global_batch)
 
         def replica_step(*element):
             features, labels = _split(element if len(element) > 1 else element[0])
@@ -308,6 +325,9 @@ class Estimator:
             self._train_loss.update_state(per_example)
             for name, value in reports.items():
                 self._report[name].update_state(value)
+            if per_step_values:
+                return {"loss": tf.reduce_mean(per_example),
+                        **{name: tf.reduce_mean(tf.cast(value, tf.float32)) for name, value in reports.items()}}
         return replica_step
 
     def _train_iterator(self, input_fn):
@@ -325,6 +345,8 @@ class Estimator:
             cardinalities.append(int(ds.cardinality().numpy()))
             return ds
 
+        # The global step the input starts from: the NaN/Inf report replays the input from here.
+        self._train_input_origin = int(self._step.numpy())
         dist = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dist)
         exhaustible = any(c != tf.data.INFINITE_CARDINALITY for c in cardinalities)
@@ -332,7 +354,43 @@ class Estimator:
 
         loop = make_train_loop(self.strategy, self._make_train_step(global_batch), self._step, exhaustible=exhaustible)
         self._train_iter = (input_fn, iterator, exhaustible, loop)
+        self._per_step_loop = None
         return self._train_iter
+
+    def swap_train_loop(self, loop=None):
+        """Replaces the train loop's `tf.function` from the next loop on; returns the old one.
+
+        With `loop=None` a fresh one is built, so the next loop traces anew: op callbacks such
+        as Debugger V2 dumps (`tpuestimator.debug.DumpHook`) instrument graphs at trace time.
+        Pass the returned function back to restore the original (no retrace). Call it from a
+        hook (`before_loop`/`after_loop`) while `train()` runs.
+        """
+        from tpuestimator.loops import make_train_loop
+
+        input_fn, iterator, exhaustible, old = self._train_iter
+        if loop is None:
+            loop = make_train_loop(self.strategy, self._make_train_step(self.config.train_batch_size), self._step,
+                                   exhaustible=exhaustible)
+        self._train_iter = (input_fn, iterator, exhaustible, loop)
+        return old
+
+    def _make_per_step_loop(self):
+        """(loop, buffers): a train loop that also records each step's mean loss and report
+        values into device-side variables of length `iterations_per_loop` (`HostCallHook`)."""
+        import tensorflow as tf
+
+        from tpuestimator.loops import make_train_loop
+
+        if self._per_step_loop is None:
+            _, _, exhaustible, _ = self._train_iter
+            with self.strategy.scope():
+                buffers = {name: tf.Variable(tf.zeros([self.config.iterations_per_loop], tf.float32), trainable=False,
+                                             name=f"per_step_{name}", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                           for name in ("loss", *self._report)}
+            step_fn = self._make_train_step(self.config.train_batch_size, per_step_values=True)
+            self._per_step_loop = (make_train_loop(self.strategy, step_fn, self._step, exhaustible=exhaustible,
+                                                   per_step=buffers), buffers)
+        return self._per_step_loop
 
     def train(self, input_fn, steps: int | None = None, max_steps: int | None = None,
               hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> "Estimator":
@@ -372,10 +430,18 @@ class Estimator:
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
         self.stop_training = False
+        if hook_list.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
+            self.stop_training = True
+            return self
         _, iterator, exhaustible, loop = self._train_iterator(input_fn)
         ipl = self.config.iterations_per_loop
         save_every = self.config.save_checkpoints_steps
         sentinel = self._make_sentinel() if self.config.nan_sentinel else None
+        # Hooks that need a loop boundary at given steps (profiler, dumps) shorten the loops around them.
+        boundary_hooks = [h for h in hook_list.hooks if callable(getattr(h, "steps_to_boundary", None))]
+        per_step = self._make_per_step_loop() \
+            if any(getattr(h, "wants_per_step_values", False) for h in hook_list.hooks) else None
+        self.per_step_values = {}
         hook_list.begin(start, {"max_steps": target, "model_dir": self.model_dir, "num_replicas": self.num_replicas,
                                 "global_batch_size": self.config.train_batch_size})
         step = start
@@ -384,16 +450,23 @@ class Estimator:
         try:
             while target is None or step < target:
                 n = ipl if target is None else min(ipl, target - step)
+                for h in boundary_hooks:
+                    cap = h.steps_to_boundary(step)
+                    if cap:
+                        n = min(n, int(cap))
                 hook_list.before_loop(step)
                 self._train_loss.reset_state()
                 for metric in self._report.values():
                     metric.reset_state()
+                loop = self._train_iter[3] if per_step is None else per_step[0]  # a hook may swap the loop
                 t0 = time.perf_counter()
                 ran = int(loop(iterator, tf.constant(n, tf.int64)))
                 elapsed = time.perf_counter() - t0
                 step += ran
                 if ran == 0:
                     break
+                if per_step is not None:
+                    self.per_step_values = {name: buf.numpy()[:ran] for name, buf in per_step[1].items()}
                 logs = {"loss": float(self._train_loss.result()), "steps": ran,
                         "steps_per_sec": ran / elapsed if elapsed > 0 else float("inf"),
                         "examples_per_sec": ran * self.config.train_batch_size / elapsed if elapsed > 0 else float("inf"),
@@ -432,13 +505,26 @@ class Estimator:
                 what = "weights"
             if what:
                 latest = self._manager.latest_checkpoint
-                raise NonFiniteError(
+                error = NonFiniteError(
                     f"Training stopped at global step {step}: the {what} became NaN or Inf during the loop of steps "
                     f"{step - logs['steps']}..{step}. No checkpoint was written for it; the last finite checkpoint is "
                     f"{latest or 'none (no checkpoint was saved yet)'}. Lower params.learning_rate, check the input "
                     "data (input assertions: data.assertions), or rerun with debug.check_numerics: true to find the op.",
                     step=step, what=what, last_good_checkpoint=latest)
+                self._write_nonfinite_report(error, loop_start=step - logs["steps"], loss=logs["loss"])
+                raise error
         return check
+
+    def _write_nonfinite_report(self, error: NonFiniteError, *, loop_start: int, loss: float) -> None:
+        """The sentinel's report and repro bundle (`tpuestimator.debug.sentinel`); never hides the error."""
+        if not self.nonfinite_report:
+            return
+        try:
+            from tpuestimator.debug.sentinel import write_report
+
+            write_report(self, error, loop_start=loop_start, loss=loss)
+        except Exception:  # noqa: BLE001 - the report is a diagnosis aid; the NonFiniteError must surface
+            logger.exception("could not write the NaN/Inf report")
 
     def save_checkpoint(self) -> str:
         """Saves a checkpoint at the current global step; returns its path."""

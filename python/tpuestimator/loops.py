@@ -9,16 +9,21 @@ from __future__ import annotations
 from typing import Callable
 
 
-def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool):
+def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, per_step=None):
     """Returns `loop(iterator, n) -> steps_run` running `replica_step` on every replica n times.
 
     Args:
       exhaustible: the dataset can end (finite input with no `repeat`): the loop then reads
         with `get_next_as_optional` and stops early when data runs out (seed 003's
         `OutOfRange` semantics). Infinite datasets use the cheaper plain `next`.
+      per_step: None (default), or {name: float32 variable of length >= n}: `replica_step`
+        then returns {name: scalar} and step i's value, averaged over the replicas, is stored
+        at index i (TPUEstimator's `host_call`: the host reads the buffers after the loop).
     """
     import tensorflow as tf
 
+    if per_step is not None:
+        return _make_recording_loop(strategy, replica_step, global_step, exhaustible=exhaustible, buffers=per_step)
     if exhaustible:
         @tf.function
         def loop(iterator, n):
@@ -38,6 +43,34 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
                 strategy.run(replica_step, args=next(iterator))
             global_step.assign_add(tf.cast(n, tf.int64))
             return tf.cast(n, tf.int64)
+    return loop
+
+
+def _make_recording_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, buffers: dict):
+    import tensorflow as tf
+
+    mean = tf.distribute.ReduceOp.MEAN
+
+    def record(index, values):
+        for name, buffer in buffers.items():
+            value = tf.cast(strategy.reduce(mean, values[name], axis=None), tf.float32)
+            buffer.scatter_nd_update(tf.reshape(index, [1, 1]), tf.reshape(value, [1]))
+
+    @tf.function
+    def loop(iterator, n):
+        steps = tf.constant(0, tf.int64)
+        for _ in tf.range(n):
+            if exhaustible:
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                values = strategy.run(replica_step, args=optional.get_value())
+            else:
+                values = strategy.run(replica_step, args=next(iterator))
+            record(steps, values)
+            steps += 1
+        global_step.assign_add(steps)
+        return steps
     return loop
 
 

@@ -180,3 +180,35 @@ def test_nan_sentinel_stops_without_writing_a_nonfinite_checkpoint(tmp_path):
             value = reader.get_tensor(name)
             if hasattr(value, "dtype") and np.issubdtype(np.asarray(value).dtype, np.floating):
                 assert np.isfinite(value).all(), name
+
+
+@pytest.mark.parametrize("options", [{"precision": "mixed_bfloat16"}, {"jit_compile": True}])
+def test_precision_and_xla_train_and_evaluate(tmp_path, options):
+    x, y = make_data(512)
+    est = _estimator(tmp_path, **options)
+    est.train(array_input_fn(x, y), max_steps=40)
+    metrics = est.evaluate(array_input_fn(x, y))
+    assert metrics["num_examples"] == 512
+    assert np.isfinite(metrics["loss"]) and metrics["accuracy"] > 0.6
+    if "precision" in options:
+        policies = {layer.dtype_policy.name for layer in est.model.layers}
+        assert "mixed_bfloat16" in policies                      # the policy reached the model
+        assert est.model.get_layer("logits").dtype_policy.name == "float32"   # logits stay float32
+
+
+def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
+    import socket
+    import time
+
+    from tpuestimator.devices import make_strategy
+    from tpuestimator.errors import TPUUnavailableError
+
+    with socket.socket() as s:          # a loopback port with nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(TPUUnavailableError, match=r"No TPU is reachable.*grpc://127.0.0.1.*run.strategy: auto"):
+        make_strategy({"strategy": "tpu", "tpu": f"grpc://127.0.0.1:{port}"})
+    with pytest.raises(TPUUnavailableError, match="no local TPU devices"):
+        make_strategy({"strategy": "tpu", "tpu": "local"})
+    assert time.monotonic() - start < 30

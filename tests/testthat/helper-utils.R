@@ -2,10 +2,11 @@
 
 # tests/fixtures of the repository: TPUESTIMATOR_FIXTURES, else found by walking up from the
 # tests folder (R CMD check copies tests/ -- fixtures included -- into pkg.Rcheck/tests/).
-fixtures_dir <- function() {
+find_fixtures_dir <- function() {
   env <- Sys.getenv("TPUESTIMATOR_FIXTURES", "")
   if (nzchar(env) && file.exists(file.path(env, "bad_data.json"))) return(normalizePath(env))
-  dir <- normalizePath(testthat::test_path("."), mustWork = FALSE)
+  start <- tryCatch(testthat::test_path("."), error = function(e) getwd())
+  dir <- normalizePath(start, mustWork = FALSE)
   for (i in 1:6) {
     for (cand in c(file.path(dir, "fixtures"), file.path(dir, "tests", "fixtures"))) {
       if (file.exists(file.path(cand, "bad_data.json"))) return(normalizePath(cand))
@@ -17,7 +18,14 @@ fixtures_dir <- function() {
   NULL
 }
 
-fixture_path <- function(...) file.path(fixtures_dir(), ...)
+# Found once, while the working directory is still the tests folder (tests change it).
+.fixtures_dir <- find_fixtures_dir()
+fixtures_dir <- function() .fixtures_dir
+
+fixture_path <- function(...) {
+  if (is.null(.fixtures_dir)) stop("tests/fixtures not found: set TPUESTIMATOR_FIXTURES")
+  file.path(.fixtures_dir, ...)
+}
 
 # A fresh working folder for the test: runs/ and models/ land there, removed afterwards.
 local_work_dir <- function(env = parent.frame()) {

@@ -1,6 +1,7 @@
 """`tpuestimator train CONFIG`: train, evaluate, export and record a run."""
 from __future__ import annotations
 
+import logging
 import sys
 
 
@@ -34,6 +35,9 @@ def run(args) -> int:
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
     bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
+    if sys.stderr.isatty():
+        # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
+        logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
     result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
                      export=not args.no_export, hooks=[bar])
     bar.close()

@@ -1,0 +1,62 @@
+test_that("tpu_config() loads, fills defaults and applies overrides", {
+  skip_if_no_tpuestimator()
+  path <- tpu_example("digits", dir = tempfile())
+  cfg <- tpu_config(path, train.max_steps = 300, params.learning_rate = 0.01)
+  expect_s3_class(cfg, "tpu_config")
+  expect_identical(cfg$train$max_steps, 300L)
+  expect_equal(cfg$params$learning_rate, 0.01)
+  expect_identical(cfg$run$runs_dir, "runs")           # a default filled in
+  expect_true(file.exists(cfg$data$train))             # resolved against the config's folder
+  expect_identical(attr(cfg, "tpu_overrides"), c("train.max_steps=300", "params.learning_rate=0.01"))
+  cfg2 <- tpu_config(cfg, train.batch_size = 32L)      # more overrides on a tpu_config
+  expect_identical(cfg2$train$batch_size, 32L)
+  expect_identical(cfg2$train$max_steps, 300L)
+  expect_output(print(cfg), "<tpu_config> digits")
+  lst <- as.list(cfg)
+  expect_null(attr(lst, "tpu_source"))
+  expect_identical(lst$export$exporters, list("final", "best"))  # lists stay lists
+})
+
+test_that("a list config validates like a file", {
+  skip_if_no_tpuestimator()
+  cfg <- tpu_config(list(model = "linear", data = list(manifest = fixture_path("parity", "manifest.json"))))
+  expect_identical(cfg$model, "linear")
+  expect_identical(cfg$name, "job")
+})
+
+test_that("config errors are tpuestimator_config_error conditions naming the field", {
+  skip_if_no_tpuestimator()
+  path <- tpu_example("digits", dir = tempfile())
+  err <- expect_error(tpu_config(path, train.batch_size = 0L), class = "tpuestimator_config_error")
+  expect_s3_class(err, "tpuestimator_error")
+  expect_identical(err$field, "train.batch_size")
+  expect_identical(err$value, 0L)
+  expect_match(conditionMessage(err), "^ConfigError: `train.batch_size`")
+  expect_match(conditionMessage(err), "Received: train.batch_size=0")
+
+  err <- expect_error(tpu_config(path, train.max_step = 5L), class = "tpuestimator_config_error")
+  expect_identical(err$field, "train.max_step")
+  expect_match(conditionMessage(err), "did you mean `max_steps`")
+
+  err <- expect_error(tpu_config(list(model = "cnn", data = list(format = "mnst"))),
+                      class = "tpuestimator_config_error")
+  expect_identical(err$field, "data.format")
+
+  err <- expect_error(tpu_config(path, run.strategy = "tpu"), class = "tpuestimator_config_error")
+  expect_identical(err$field, "run.tpu")
+
+  # An edited tpu_config is validated again when used.
+  cfg <- tpu_config(path)
+  cfg$eval$every_n_steps <- 150L
+  err <- expect_error(tpu_check(cfg), class = "tpuestimator_config_error")
+  expect_identical(err$field, "eval.every_n_steps")
+})
+
+test_that("an unknown model name is a config error naming `model`", {
+  skip_if_no_tpuestimator()
+  local_work_dir()
+  path <- tpu_example("digits", dir = "ex")
+  err <- expect_error(quietly(tpu_train(path, model_fn = "no_such_model", train.max_steps = 10L, verbose = FALSE)),
+                      class = "tpuestimator_config_error")
+  expect_identical(err$field, "model")
+})

@@ -1,0 +1,55 @@
+# The same config and data (tests/fixtures/parity) give the same final eval loss from R as from
+# Python; runs made by both show up in ls_runs() alike.
+
+python_run_job <- function(python, config, model_dir, runs_dir) {
+  script <- paste(
+    "import json, sys",
+    "from tpuestimator.job import run_job",
+    "r = run_job(sys.argv[1], model_dir=sys.argv[2], runs_dir=sys.argv[3])",
+    "print('RESULT ' + json.dumps({'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}))",
+    sep = "\n"
+  )
+  env <- c(TF_CPP_MIN_LOG_LEVEL = "2")
+  out <- withr::with_envvar(env, system2(python, c("-c", shQuote(script), shQuote(config), shQuote(model_dir),
+                                                   shQuote(runs_dir)), stdout = TRUE, stderr = TRUE))
+  status <- attr(out, "status")
+  line <- grep("^RESULT ", out, value = TRUE)
+  if (!is.null(status) && status != 0 || !length(line)) {
+    stop("Python run_job failed:\n", paste(utils::tail(out, 30), collapse = "\n"))
+  }
+  jsonlite::fromJSON(sub("^RESULT ", "", line[[length(line)]]))
+}
+
+test_that("R and Python give the same final eval loss on the parity fixture", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  python <- skip_if_no_python_exe()
+  work <- local_work_dir()
+  config <- fixture_path("parity", "parity.yaml")
+  py <- python_run_job(python, config, file.path(work, "models", "py"), file.path(work, "runs"))
+  r <- quietly(tpu_train(config, model_dir = file.path(work, "models", "r"), runs_dir = file.path(work, "runs"),
+                         verbose = FALSE))
+  expect_identical(r$global_step, as.integer(py$step))
+  expect_true(is.finite(r$metrics$loss))
+  expect_equal(r$metrics$loss, py$loss, tolerance = 1e-5, scale = 1)
+
+  # ls_runs() lists both runs, with the same tfruns columns
+  runs <- ls_runs(file.path(work, "runs"))
+  expect_equal(nrow(runs), 2L)
+  expect_setequal(normalizePath(runs$run_dir), normalizePath(c(py$run_dir, r$run_dir)))
+  for (col in c("eval_loss", "metric_loss", "metric_val_loss", "flag_learning_rate", "flag_model",
+                "steps", "steps_completed", "script", "start", "end", "completed", "model_dir")) {
+    expect_true(col %in% names(runs), info = col)
+    expect_false(anyNA(runs[[col]]), info = col)
+  }
+  expect_true(all(runs$completed))
+  expect_equal(runs$eval_loss[[1]], runs$eval_loss[[2]], tolerance = 1e-5, scale = 1)
+  expect_equal(runs$flag_learning_rate, c(0.1, 0.1))
+  expect_identical(runs$flag_model, c("linear", "linear"))
+  for (d in runs$run_dir) expect_tfruns_run(d)
+
+  # a run read back from disk points at its model folder
+  info <- run_info(r$run_dir)
+  expect_identical(normalizePath(info$model_dir), normalizePath(file.path(work, "models", "r")))
+  expect_equal(info$metrics$loss, r$metrics$loss, tolerance = 1e-6)
+})

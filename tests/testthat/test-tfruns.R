@@ -1,0 +1,66 @@
+# Inside tfruns::training_run() the record goes into tfruns's active run folder.
+# tfruns itself is not installable here, so a minimal stand-in package provides the three
+# functions tpuestimatorr calls (is_run_active, run_dir, write_run_metadata).
+
+local_tfruns_stub <- function(env = parent.frame()) {
+  if (requireNamespace("tfruns", quietly = TRUE) && !isTRUE(attr(asNamespace("tfruns"), "stub"))) {
+    skip("the real tfruns is installed; the stand-in is not needed")
+  }
+  src <- file.path(tempfile("tfruns-src-"), "tfruns")
+  dir.create(file.path(src, "R"), recursive = TRUE)
+  writeLines(c("Package: tfruns", "Version: 0.0.0.9000", "Title: Stand-in for tests",
+               "Description: Stand-in for tests.", "License: MIT", "Author: tests", "Maintainer: tests <t@example.org>"),
+             file.path(src, "DESCRIPTION"))
+  writeLines(c("export(is_run_active, run_dir, write_run_metadata, stub_begin, stub_end)"), file.path(src, "NAMESPACE"))
+  writeLines(c(
+    ".state <- new.env()",
+    "is_run_active <- function() !is.null(.state$dir)",
+    "run_dir <- function() .state$dir",
+    "write_run_metadata <- function(type, data, run_dir = NULL) {",
+    "  .state$written <- c(.state$written, type)",
+    "  invisible(NULL)",
+    "}",
+    "stub_begin <- function(dir) {",
+    "  dir.create(file.path(dir, 'tfruns.d', 'properties'), recursive = TRUE)",
+    "  writeLines('1795000000.000', file.path(dir, 'tfruns.d', 'properties', 'start'))",
+    "  writeLines('train.R', file.path(dir, 'tfruns.d', 'properties', 'script'))",
+    "  .state$dir <- dir",
+    "}",
+    "stub_end <- function() .state$dir <- NULL"
+  ), file.path(src, "R", "stub.R"))
+  lib <- tempfile("tfruns-lib-")
+  dir.create(lib)
+  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", paste0("--library=", shQuote(lib)),
+                                                   shQuote(src)), stdout = TRUE, stderr = TRUE)
+  if (!file.exists(file.path(lib, "tfruns", "DESCRIPTION"))) {
+    stop("could not install the tfruns stand-in:\n", paste(out, collapse = "\n"))
+  }
+  withr::local_libpaths(lib, action = "prefix", .local_envir = env)
+  withr::defer(try(unloadNamespace("tfruns"), silent = TRUE), envir = env)
+  loadNamespace("tfruns")
+}
+
+test_that("inside an active tfruns run, tpu_train() records into tfruns's run folder", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  work <- local_work_dir()
+  tfruns_ns <- local_tfruns_stub()
+  active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
+  tfruns_ns$stub_begin(active)
+  on.exit(tfruns_ns$stub_end(), add = TRUE)
+  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p"))
+  expect_identical(normalizePath(run$run_dir), normalizePath(active))
+  expect_equal(nrow(ls_runs("runs")), 1L)                  # no second run folder
+  meta <- file.path(active, "tfruns.d")
+  expect_true(file.exists(file.path(meta, "evaluation.json")))
+  expect_true(file.exists(file.path(meta, "metrics.json")))
+  expect_identical(readLines(file.path(meta, "properties", "script")), "train.R")     # tfruns's own kept
+  expect_identical(readLines(file.path(meta, "properties", "start")), "1795000000.000")
+  expect_true(dir.exists(file.path(active, "logs")))
+  expect_tfruns_run(active)
+  tfruns_ns$stub_end()
+  # without an active run, a second training makes its own folder again
+  run2 <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/q"))
+  expect_false(identical(normalizePath(run2$run_dir), normalizePath(active)))
+  expect_equal(nrow(ls_runs("runs")), 2L)
+})

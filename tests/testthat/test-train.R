@@ -1,0 +1,120 @@
+# The one full digits training of the R suite, then evaluate / predict / export on it.
+
+digits_cache <- new.env()
+
+digits_run <- function() {
+  if (is.null(digits_cache$run)) {
+    dir <- tempfile("digits-")
+    dir.create(dir)
+    digits_cache$dir <- dir
+    digits_cache$lines <- character()
+    withCallingHandlers(
+      digits_cache$run <- suppressWarnings(tpu_train(
+        tpu_example("digits", dir = file.path(dir, "example")),
+        model_dir = file.path(dir, "models"), runs_dir = file.path(dir, "runs")
+      )),
+      message = function(m) {
+        digits_cache$lines <- c(digits_cache$lines, conditionMessage(m))
+        invokeRestart("muffleMessage")
+      }
+    )
+  }
+  digits_cache$run
+}
+
+test_that("tpu_train(tpu_example('digits')) reaches 95% eval accuracy and prints progress", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  expect_s3_class(run, "tpu_run")
+  expect_gte(run$metrics$accuracy, 0.95)
+  expect_identical(run$global_step, 1500L)
+  expect_true(dir.exists(run$run_dir))
+  expect_true(dir.exists(run$export_dir))
+  expect_true(file.exists(file.path(run$export_dir, "saved_model.pb")))
+  expect_s3_class(run$history, "data.frame")
+  expect_identical(run$history$step, c(500L, 1000L, 1500L))
+  expect_identical(run$config$name, "digits")
+  # live progress reached R through the R callback
+  lines <- digits_cache$lines
+  expect_true(any(grepl("^begin \\| max steps: 1500", lines)))
+  expect_true(any(grepl("^train \\| step: 1500/1500 \\| steps/sec: [0-9.]+ \\| loss: [0-9.]+", lines)))
+  expect_true(any(grepl("^eval  \\| step: 1500 \\| loss: [0-9.]+ \\| accuracy: [0-9.]+", lines)))
+  expect_output(print(run), "evaluation:  loss")
+  expect_output(print(summary(run)), "Evaluation history")
+  expect_tfruns_run(run$run_dir)
+})
+
+test_that("tpu_evaluate() on a run, its folder and other data", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  m <- quietly(tpu_evaluate(run))
+  expect_equal(m$accuracy, run$metrics$accuracy, tolerance = 1e-6)
+  m2 <- quietly(tpu_evaluate(run$run_dir, data = file.path(digits_cache$dir, "example", "eval.tfrecord")))
+  expect_equal(m2$loss, m$loss, tolerance = 1e-6)
+  expect_error(tpu_evaluate(file.path(digits_cache$dir, "nope")), "no such folder")
+})
+
+test_that("tpu_predict() takes arrays, matrices, lists and TFRecord files and names classes", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  images <- array(runif(5 * 64), dim = c(5, 8, 8, 1))
+  p <- quietly(tpu_predict(run, images))
+  expect_s3_class(p, "data.frame")
+  expect_equal(nrow(p), 5L)
+  expect_identical(names(p)[1:2], c("class_id", "class"))
+  expect_true(all(paste0("prob_", 0:9) %in% names(p)))
+  expect_equal(rowSums(p[paste0("prob_", 0:9)]), rep(1, 5), tolerance = 1e-4)
+  expect_identical(p$class, as.character(p$class_id))
+  # a flattened matrix (row-major, as numpy) and a named list give the same answer for the same pixels
+  flat <- t(apply(images, 1, function(im) as.vector(t(im[, , 1]))))
+  expect_equal(quietly(tpu_predict(run, flat))$class_id, p$class_id)
+  expect_equal(quietly(tpu_predict(run, list(image = images)))$class_id, p$class_id)
+  expect_error(tpu_predict(run, matrix(0, 2, 10)), "has shape \\[8, 8, 1\\]")
+  # TFRecord files: accuracy on the eval set matches the evaluation
+  eval_file <- file.path(digits_cache$dir, "example", "eval.tfrecord")
+  pr <- quietly(tpu_predict(run$run_dir, eval_file))
+  expect_equal(nrow(pr), 360L)
+})
+
+test_that("tpu_export() writes a SavedModel and a TFLite file", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  out <- file.path(digits_cache$dir, "exports")
+  sm <- quietly(tpu_export(run, out))
+  expect_true(file.exists(file.path(sm, "saved_model.pb")))
+  expect_equal(nrow(quietly(tpu_predict(sm, array(0, c(1, 8, 8, 1))))), 1L)
+  lite <- quietly(tpu_export(run, file.path(digits_cache$dir, "lite"), format = "tflite"))
+  expect_match(lite, "\\.tflite$")
+  expect_gt(file.size(lite), 1000)
+})
+
+test_that("tpu_check() reports TPU readiness", {
+  skip_if_no_tpuestimator()
+  rep <- quietly(tpu_check(tpu_example("digits", dir = tempfile()), train.batch_size = 60L))
+  expect_s3_class(rep, "tpu_check_report")
+  expect_false(rep$ok)
+  expect_true(any(grepl("train.batch_size", rep$results$name) & !rep$results$ok))
+  expect_output(print(rep), "NOT ready for TPU")
+})
+
+test_that("the tfestimators-style API: tpu_estimator(), train(), evaluate(), predict(), export_savedmodel()", {
+  skip_if_no_tpuestimator()
+  local_work_dir()
+  est <- tpu_estimator(config = tpu_example("digits", dir = "ex"), model_dir = "models/est",
+                       params = list(learning_rate = 0.01))
+  expect_s3_class(est, "tpu_estimator")
+  expect_equal(est$config$params$learning_rate, 0.01)
+  run <- quietly(train(est, max_steps = 100L, verbose = FALSE))
+  expect_identical(run$global_step, 100L)
+  run2 <- quietly(train(est, steps = 100L, verbose = FALSE))  # continues from the checkpoint
+  expect_identical(run2$global_step, 200L)
+  m <- quietly(evaluate(est))
+  expect_true(all(c("loss", "accuracy") %in% names(m)))
+  p <- quietly(predict(est, array(runif(2 * 64), c(2, 8, 8, 1))))
+  expect_equal(nrow(p), 2L)
+  path <- quietly(export_savedmodel(est, file.path(tempdir(), "est-export")))
+  expect_true(file.exists(file.path(path, "saved_model.pb")))
+  expect_equal(nrow(ls_runs()), 2L)
+  expect_error(train(est, steps = 1L, max_steps = 2L), "either `steps`")
+  expect_output(print(est), "<tpu_estimator> digits")
+})
