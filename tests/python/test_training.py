@@ -1,0 +1,71 @@
+"""train_and_evaluate: eval every N steps, exporters (final/latest/best) and their state across restarts."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from helpers import array_input_fn, make_data
+
+
+def _estimator(model_dir, lr=0.05):
+    from tpuestimator import Estimator, RunConfig
+
+    return Estimator("linear", RunConfig(model_dir=str(model_dir), train_batch_size=32, eval_batch_size=32,
+                                         iterations_per_loop=10, save_checkpoints_steps=10, strategy="cpu"),
+                     {"num_classes": 3, "learning_rate": lr})
+
+
+def test_evaluates_every_n_steps_and_exports(tmp_path):
+    from tpuestimator.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+
+    x, y = make_data(300)
+    est = _estimator(tmp_path / "m")
+    exporters = make_exporters(["final", "latest", "best"], str(tmp_path / "export"), keep=2, best_metric="accuracy")
+    evals = []
+    out = train_and_evaluate(est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=50),
+                             EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20, exporters=exporters),
+                             on_eval=lambda step, m: evals.append(step))
+    assert evals == [20, 40, 50]
+    assert out.global_step == 50 and out.metrics["global_step"] == 50
+    assert sorted(os.listdir(tmp_path / "export" / "latest")) == ["40", "50"]   # keep=2
+    assert os.listdir(tmp_path / "export" / "final") == ["50"]
+    state = json.loads((tmp_path / "export" / "best" / "best_state.json").read_text())
+    assert state["metric"] == "accuracy" and state["mode"] == "max"
+    assert state["value"] == pytest.approx(max(h["accuracy"] for h in out.history))
+    assert out.exports["best"] == state["export"]
+
+
+def test_best_exporter_state_survives_a_restart(tmp_path):
+    from tpuestimator.training import BestExporter
+
+    x, y = make_data(300)
+    est = _estimator(tmp_path / "m")
+    est.train(array_input_fn(x, y), max_steps=20)
+    first = BestExporter(str(tmp_path / "export"), metric="loss")
+    metrics = est.evaluate(array_input_fn(x, y))
+    assert first.after_eval(est, 20, metrics)
+    # A "restarted" job: a new exporter object, a worse evaluation: no new export.
+    again = BestExporter(str(tmp_path / "export"), metric="loss")
+    assert again.after_eval(est, 30, {**metrics, "loss": metrics["loss"] + 1.0}) is None
+    assert again.best()["step"] == 20
+    assert again.after_eval(est, 40, {**metrics, "loss": metrics["loss"] - 0.01}).endswith("/40")
+
+
+def test_early_stopping_stops_at_the_expected_evaluation(tmp_path):
+    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, train_and_evaluate
+
+    x, y = make_data(200)
+    est = _estimator(tmp_path / "m", lr=0.0)     # a known plateau: the metric never improves
+    evals = []
+    out = train_and_evaluate(
+        est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=200),
+        EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=10,
+                 early_stopping=EarlyStopping(metric="loss", mode="min", patience=2)),
+        on_eval=lambda step, m: evals.append(step))
+    # 1st eval sets the best; 2nd and 3rd do not improve (patience 2); the 4th stops.
+    assert evals == [10, 20, 30, 40]
+    assert out.stopped_early and out.global_step == 40
+    state = json.loads((tmp_path / "m" / "early_stopping.json").read_text())
+    assert state["bad_evals"] == 3
