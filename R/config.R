@@ -85,8 +85,8 @@ overrides_from_dots <- function(...) {
   for (i in seq_along(dots)) {
     value <- dots[[i]]
     if (!nzchar(nms[[i]])) {
-      if (is.character(value) && length(value) == 1L && grepl("=", value, fixed = TRUE)) {
-        out[[i]] <- value
+      if (is.character(value) && length(value) == 1L && !is.na(value)) {
+        out[[i]] <- value  # "key=value", checked by Python like the command line's --set
         next
       }
       arg_error(paste0("..", i), value,
@@ -117,7 +117,9 @@ config_source <- function(cfg) {
                 is_file = TRUE))
   }
   if (is.null(base_dir) && !is.null(file)) base_dir <- dirname(file)
-  list(source = current, overrides = character(), base_dir = base_dir, is_file = FALSE)
+  # Unset (null) fields are left out: Python fills its defaults again, and the schema does not
+  # accept null for every field whose default is null.
+  list(source = drop_nulls(current), overrides = character(), base_dir = base_dir, is_file = FALSE)
 }
 
 # Any accepted config form -> (source for Python, overrides, base_dir).
@@ -164,5 +166,6 @@ as.list.tpu_config <- function(x, ...) {
 drop_nulls <- function(x) {
   if (!is.list(x)) return(x)
   x <- x[!vapply(x, is.null, logical(1))]
-  lapply(x, drop_nulls)
+  x[] <- lapply(x, drop_nulls)
+  x
 }

@@ -43,12 +43,12 @@
 #' @seealso [tpu_train()]
 #' @examples
 #' if (tpuestimator_available()) {
-#'   withr::with_dir(tempdir(), {
-#'     est <- tpu_estimator(config = tpu_example("digits"))
-#'     train(est, max_steps = 100L, verbose = FALSE)
-#'     evaluate(est)
-#'     head(predict(est, array(runif(3 * 64), dim = c(3, 8, 8, 1))))
-#'   })
+#'   out <- tempfile("est-")
+#'   est <- tpu_estimator(config = tpu_example("digits", dir = file.path(out, "example")),
+#'                        model_dir = file.path(out, "model"))
+#'   train(est, max_steps = 100L, verbose = FALSE, runs_dir = file.path(out, "runs"))
+#'   evaluate(est)
+#'   predict(est, array(runif(3 * 64), dim = c(3, 8, 8, 1)))
 #' }
 #' @export
 tpu_estimator <- function(model_fn = NULL, config, model_dir = NULL, params = NULL) {
@@ -56,13 +56,11 @@ tpu_estimator <- function(model_fn = NULL, config, model_dir = NULL, params = NU
   if (is.list(config) && !inherits(config, "tpu_config") && !is.null(model_fn) && is.null(config$model)) {
     config$model <- if (is.character(model_fn)) model_fn else "custom"
   }
-  overrides <- character()
+  cfg <- tpu_config(config)
   if (!is.null(params)) {
     if (!is.list(params) || is.null(names(params))) arg_error("params", params, "a named list")
-    overrides <- do.call(overrides_from_dots, stats::setNames(params, paste0("params.", names(params))))
+    cfg <- do.call(tpu_config, c(list(cfg), stats::setNames(params, paste0("params.", names(params)))))
   }
-  cfg <- tpu_config(config)
-  if (length(overrides)) cfg <- do.call(tpu_config, c(list(cfg), as.list(overrides)))
   if (is.character(model_fn)) {
     cfg <- tpu_config(cfg, model = model_fn)
     model_fn <- NULL
@@ -113,18 +111,17 @@ train.tpu_estimator <- function(object, steps = NULL, max_steps = NULL, hooks = 
     stop("Pass either `steps` (incremental) or `max_steps` (absolute), not both. Received: steps = ",
          steps, ", max_steps = ", max_steps, ".", call. = FALSE)
   }
-  overrides <- character()
-  if (!is.null(steps)) overrides <- c("train.steps=" %s% steps, "train.max_steps=null")
-  if (!is.null(max_steps)) overrides <- c("train.max_steps=" %s% max_steps, "train.steps=null")
+  # Named overrides: unnamed ones would bind to tpu_train()'s positional arguments.
+  overrides <- list()
+  if (!is.null(steps)) overrides <- list(train.steps = steps, train.max_steps = NULL)
+  if (!is.null(max_steps)) overrides <- list(train.max_steps = max_steps, train.steps = NULL)
   run <- do.call(tpu_train, c(
     list(object$config, model_fn = object$model_fn, hooks = hooks, model_dir = object$model_dir),
-    list(...), as.list(overrides)
+    list(...), overrides
   ))
   object$run <- run
   invisible(run)
 }
-
-`%s%` <- function(a, b) paste0(a, b)
 
 #' Evaluate a model
 #'

@@ -117,8 +117,7 @@ tpuestimator_python <- function() {
   if (reticulate::py_available(initialize = FALSE)) {
     return(reticulate::py_config()$python)
   }
-  for (var in c("TPUESTIMATORR_PYTHON", "RETICULATE_PYTHON")) {
-    value <- Sys.getenv(var, "")
+  for (value in c(package_python_env(), Sys.getenv("RETICULATE_PYTHON", ""))) {
     if (nzchar(value) && file.exists(value)) return(normalizePath(value))
   }
   venv <- tryCatch(

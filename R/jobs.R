@@ -42,10 +42,11 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' @return A named list of metrics (`loss`, `accuracy`, ...).
 #' @examples
 #' if (tpuestimator_available()) {
-#'   withr::with_dir(tempdir(), {
-#'     run <- tpu_train(tpu_example("digits"), train.max_steps = 100L, verbose = FALSE)
-#'     tpu_evaluate(run)
-#'   })
+#'   out <- tempfile("digits-")
+#'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
+#'                    train.max_steps = 100L, verbose = FALSE,
+#'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
+#'   tpu_evaluate(run)
 #' }
 #' @export
 tpu_evaluate <- function(run, data = NULL) {
@@ -82,11 +83,12 @@ as_nullable_data_pattern <- function(data) {
 #'   outputs).
 #' @examples
 #' if (tpuestimator_available()) {
-#'   withr::with_dir(tempdir(), {
-#'     run <- tpu_train(tpu_example("digits"), train.max_steps = 100L, verbose = FALSE)
-#'     images <- array(runif(2 * 8 * 8), dim = c(2, 8, 8, 1))
-#'     tpu_predict(run, images)
-#'   })
+#'   out <- tempfile("digits-")
+#'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
+#'                    train.max_steps = 100L, verbose = FALSE,
+#'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
+#'   images <- array(runif(2 * 8 * 8), dim = c(2, 8, 8, 1))   # [n, height, width, channels]
+#'   tpu_predict(run, images)
 #' }
 #' @export
 tpu_predict <- function(run_or_export, newdata) {
@@ -273,10 +275,11 @@ export_class_names <- function(export_dir) {
 #' @return The path of the export, invisibly.
 #' @examples
 #' if (tpuestimator_available()) {
-#'   withr::with_dir(tempdir(), {
-#'     run <- tpu_train(tpu_example("digits"), train.max_steps = 100L, verbose = FALSE)
-#'     tpu_export(run, file.path(tempdir(), "digits-lite"), format = "tflite")
-#'   })
+#'   out <- tempfile("digits-")
+#'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
+#'                    train.max_steps = 100L, verbose = FALSE,
+#'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
+#'   tpu_export(run, file.path(out, "lite"), format = "tflite")
 #' }
 #' @export
 tpu_export <- function(run, export_dir, format = c("saved_model", "tflite")) {
@@ -352,15 +355,21 @@ print.tpu_check_report <- function(x, ...) {
 #'   sub-folder per class.
 #' @param out_dir Output folder.
 #' @param label Name of the label column or element (default `"label"`), or `NULL`.
-#' @param ... Further arguments for the Python writer (e.g. `shards = 4L`,
-#'   `eval_fraction = 0.2`, `seed = 1L`); names are passed as they are.
-#' @return The Python writer's result: the path of the manifest (or a list of the
-#'   files written).
+#' @param ... Further arguments for the Python writer
+#'   (`tpuestimator.data.write_tfrecords()`), e.g. `split = 0.2` (the evaluation
+#'   fraction), `shards = 4L`, `seed = 1L`, `overwrite = TRUE`, `format = "mnist"`
+#'   (with an integer image array in 0..255), `image_size = c(64L, 64L)` for image
+#'   folders.
+#' @return The manifest, as a list: `path` (the `manifest.json` file, for a
+#'   configuration's `data.manifest`), `format`, `features`, `vocabulary`, `splits`
+#'   (files and counts per split), ...
 #' @examples
 #' if (tpuestimator_available()) {
 #'   df <- data.frame(x1 = rnorm(20), x2 = rnorm(20),
 #'                    label = factor(sample(c("a", "b"), 20, TRUE)))
-#'   tpu_write_tfrecords(df, file.path(tempdir(), "records"))
+#'   manifest <- tpu_write_tfrecords(df, tempfile("records-"))
+#'   manifest$path
+#'   cfg <- tpu_config(list(model = "linear", data = list(manifest = manifest$path)))
 #' }
 #' @export
 tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
@@ -407,9 +416,10 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
     arg_error("data", data, "a data frame, a named list of arrays or an image folder path")
   }
   if (!is.null(label) && ("label" %in% supported || !length(supported))) extra$label <- label
+  for (name in intersect(c("shards", "seed"), names(extra))) extra[[name]] <- as_integer(extra[[name]], name)
+  if (!is.null(extra$image_size)) extra$image_size <- as.list(as_integer_vector(extra$image_size, "image_size"))
   res <- with_python(do.call(data_mod$write_tfrecords, c(list(source, out_dir), extra)))
-  out <- py_to_r_json(res)
-  if (is.character(out) && length(out) == 1L) out else out
+  py_to_r_json(res, simplify = FALSE)
 }
 
 #' Write a bundled example

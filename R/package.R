@@ -52,18 +52,36 @@ tpuestimator <- NULL
 
 .onLoad <- function(libname, pkgname) {
   configure_python()
-  module <- reticulate::import(
-    "tpuestimator",
-    delay_load = list(
-      priority = 5,
-      environment = "r-tpuestimator",
-      on_error = function(e) {
-        stop(python_missing_message(conditionMessage(e)), call. = FALSE)
-      }
-    )
+  # With Python not started yet, this only records the import (library() stays fast and works
+  # before Python is set up). With Python already running (e.g. the package reloaded, or R
+  # embedded in Python through rpy2) the import happens now and may fail: keep a stand-in that
+  # says what to do when used.
+  module <- tryCatch(
+    reticulate::import(
+      "tpuestimator",
+      delay_load = list(
+        priority = 5,
+        environment = "r-tpuestimator",
+        on_error = function(e) {
+          stop(python_missing_message(conditionMessage(e)), call. = FALSE)
+        }
+      )
+    ),
+    error = function(e) structure(list(reason = conditionMessage(e)), class = "tpuestimator_missing_module")
   )
   utils::assignInMyNamespace("tpuestimator", module)
   invisible()
+}
+
+#' @export
+`$.tpuestimator_missing_module` <- function(x, name) {
+  stop(python_missing_message(.subset2(x, "reason")), call. = FALSE)
+}
+
+#' @export
+print.tpuestimator_missing_module <- function(x, ...) {
+  cat("<tpuestimator Python module: not available>\n", python_missing_message(.subset2(x, "reason")), "\n", sep = "")
+  invisible(x)
 }
 
 .onUnload <- function(libpath) {
@@ -77,7 +95,7 @@ tpuestimator <- NULL
 # Forwards TPUESTIMATORR_PYTHON to reticulate, or picks the virtualenv made by
 # install_tpuestimator(). Never starts Python.
 configure_python <- function() {
-  python <- Sys.getenv("TPUESTIMATORR_PYTHON", "")
+  python <- package_python_env()
   if (nzchar(python)) {
     if (reticulate::py_available(initialize = FALSE)) {
       current <- normalizePath(reticulate::py_config()$python, mustWork = FALSE)
@@ -99,6 +117,13 @@ configure_python <- function() {
     }
   }
   invisible()
+}
+
+# TPUESTIMATORR_PYTHON, or TPUESTIMATOR_PYTHON (the Python side's name) as a fallback.
+package_python_env <- function() {
+  python <- Sys.getenv("TPUESTIMATORR_PYTHON", "")
+  if (!nzchar(python)) python <- Sys.getenv("TPUESTIMATOR_PYTHON", "")
+  python
 }
 
 python_missing_message <- function(detail) {

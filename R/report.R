@@ -199,7 +199,7 @@ run_report_html <- function(run) {
   summary <- summary[!vapply(summary, is.null, logical(1))]
   other_props <- props[setdiff(names(props), c("script", "start", "end", "completed", "model_dir", "export_dir"))]
   files <- run_files(run$run_dir)
-  plots <- file.path(run$run_dir, files[grepl("^plots/.*\\.png$", files)])
+  plots <- file.path(run$run_dir, files[startsWith(files, "plots/") & tolower(tools::file_ext(files)) == "png"])
   plot_html <- vapply(plots, function(p) {
     paste0("<img style=\"max-width:100%\" src=\"data:image/png;base64,",
            jsonlite::base64_enc(readBin(p, "raw", file.info(p)$size)), "\">")

@@ -15,10 +15,17 @@
 #' `system.file("examples", "keras_model_fn.R", package = "tpuestimatorr")`.
 #'
 #' @section Hooks written in R:
-#' `hooks` may hold R functions `function(event, info)`; they are called with the
-#' same events as the progress callback (`"begin"`, `"loop"` with `step`,
-#' `max_steps`, `loss`, `steps_per_sec`; `"eval"` with `step` and `metrics`;
-#' `"end"`), and with Python `tpuestimator.hooks.Hook` objects.
+#' `hooks` may hold R functions `function(event, info)` (and Python
+#' `tpuestimator.hooks.Hook` objects). They run on the host between device loops
+#' with the events `"begin"`, `"before_loop"`, `"after_loop"` (`info` holds `step`,
+#' `loss`, `steps_per_sec`, `examples_per_sec`), `"after_eval"` (`step`, `metrics`),
+#' `"after_export"` (`step`, `export_dir`), `"end"` and `"on_exception"`
+#' (`error`). A hook stops training after the current loop by returning `"stop"`.
+#'
+#' @section Progress:
+#' The progress callback gets the events `"begin"` (`step`, `max_steps`),
+#' `"loop"` (`step`, `max_steps`, `loss`, `steps_per_sec`), `"eval"` (`step`,
+#' `metrics`) and `"end"`.
 #'
 #' An error inside an R model function or hook stops training and is signalled in
 #' R as a `tpuestimator_callback_error` carrying the R message (see
@@ -42,8 +49,8 @@
 #' @param runs_dir Folder of run records. Default: the configuration's
 #'   `run.runs_dir` (`"runs"`).
 #' @param verbose Print progress lines in the console.
-#' @param ... Configuration overrides, as in [tpu_config()]:
-#'   `train.max_steps = 500L`.
+#' @param ... Configuration overrides, named as in [tpu_config()]:
+#'   `train.max_steps = 500L` (unnamed arguments would bind to the arguments above).
 #' @param export Export a SavedModel at the end (as configured under `export`).
 #' @param progress An optional extra R function `function(event, info)` called
 #'   with every progress event (after the console printer).
@@ -57,11 +64,13 @@
 #'   [tpu_estimator()]
 #' @examples
 #' if (tpuestimator_available()) {
-#'   withr::with_dir(tempdir(), {
-#'     run <- tpu_train(tpu_example("digits"), train.max_steps = 100L)
-#'     run
-#'     run$metrics$accuracy
-#'   })
+#'   out <- tempfile("digits-")
+#'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
+#'                    train.max_steps = 100L,
+#'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
+#'   run
+#'   run$metrics$accuracy
+#'   ls_runs(file.path(out, "runs"))
 #' }
 #' \dontrun{
 #' # A model function written in R
@@ -71,16 +80,17 @@
 #'     keras$layers$Input(shape = list(8L, 8L, 1L)),
 #'     keras$layers$Flatten(),
 #'     keras$layers$Dense(64L, activation = "relu"),
-#'     keras$layers$Dense(params$num_classes)
+#'     keras$layers$Dense(as.integer(params$num_classes))
 #'   ))
 #'   tpuestimator$ModelSpec(
 #'     model = model,
-#'     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),
-#'     optimizer = keras$optimizers$Adam(params$learning_rate)
+#'     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE, reduction = NULL),
+#'     optimizer = keras$optimizers$Adam(params$learning_rate),
+#'     metrics = list(accuracy = keras$metrics$SparseCategoricalAccuracy())
 #'   )
 #' }
 #' run <- tpu_train(tpu_example("digits"), model_fn = model_fn,
-#'                  hooks = function(event, info) if (event == "eval") print(info$metrics))
+#'                  hooks = function(event, info) if (event == "after_eval") print(info$metrics))
 #' }
 #' @export
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
@@ -184,6 +194,7 @@ format_progress <- function(event, info) {
     if (is.null(x) || length(x) != 1L || !is.numeric(x)) return(NA_character_)
     if (is.na(x)) return("nan")
     if (x == round(x) && abs(x) < 1e15) return(format(x, scientific = FALSE))
+    if (abs(x) >= 10^(digits - 1)) return(sprintf("%.0f", x))
     formatC(x, digits = digits, format = "fg", flag = "#")
   }
   field <- function(label, value) if (is.na(value)) NULL else paste0(label, ": ", value)

@@ -9,7 +9,9 @@ Same workload, same data, same process, interleaved repeats:
   + SummaryHook (job.py's defaults), NaN sentinel on, iterations_per_loop=100;
 - `estimator_nohooks` (linear only, diagnostic): no hooks, sentinel off;
 - `estimator_pipeline` (linear only, informational): the Estimator reading the records
-  through tpuestimator's own `data.make_input_fn` (cache: true) instead of the shared pipeline.
+  through tpuestimator's own `data.make_input_fn` (cache: true) instead of the shared pipeline;
+- `estimator_distributed_input` (linear only, diagnostic): the Estimator fed through the
+  strategy's distributed iterator, as before the host-input fix (see README).
 
 Workloads: `linear` (784 -> 10: loop overhead dominates) and `cnn` (seed 002's MNIST CNN),
 10k random records in seed 002's format, cached, batch 128. Steps/s is measured after
@@ -36,11 +38,9 @@ TARGETS = {
     ("linear", "estimator/bare"): 0.90, ("cnn", "estimator/bare"): 0.97,
     ("linear", "estimator/keras"): 2.0, ("cnn", "estimator/keras"): 1.0,
 }
-# loops per repeat: (warm-up loops not timed, timed loops). The cnn runs ~20 steps/s on two
-# shared cores (5 s per 100-step loop), so it times from the first loop's start instead.
-PLAN = {"linear": (1, 3), "cnn": (0, 1)}
-SMOKE_PLAN = {"linear": (1, 1), "cnn": (0, 1)}
-REPEATS = {"linear": 15, "cnn": 5}
+# Timed rounds (one 100-step loop of every configuration per round, after one warm-up
+# round). The cnn runs ~20 steps/s on two shared cores: 5 s a loop.
+ROUNDS = {"linear": 40, "cnn": 5}
 
 
 def _policy(precision: str):
@@ -89,15 +89,13 @@ class BareTrain:
 
         self.loop = loop
 
-    def run(self, warmup: int, loops: int) -> float:
+    def __call__(self, gate: common.Gate) -> None:
         import tensorflow as tf
 
-        marks = common.Marks()
-        for _ in range(warmup + loops):
-            marks.begin()
-            float(self.loop(self.iterator, tf.constant(self.steps_per_loop, tf.int64)))
-            marks.end()
-        return marks.measures(warmup, self.steps_per_loop)
+        n = tf.constant(self.steps_per_loop, tf.int64)
+        while True:
+            gate.boundary()
+            float(self.loop(self.iterator, n))
 
 
 class KerasFit:
@@ -118,22 +116,17 @@ class KerasFit:
         self.dataset = common.mnist_dataset(pattern, batch, as_dict=False)
         self.steps_per_loop = steps_per_loop
 
-    def run(self, warmup: int, loops: int) -> float:
+    def __call__(self, gate: common.Gate) -> None:
         import keras
 
-        marks = common.Marks()
-
-        class Mark(keras.callbacks.Callback):
+        class Boundary(keras.callbacks.Callback):
             def on_train_batch_begin(self, batch, logs=None):
-                marks.begin()
+                gate.boundary()
 
             def on_train_batch_end(self, batch, logs=None):
                 float(logs["loss"])
-                marks.end()
 
-        self.model.fit(self.dataset, epochs=1, steps_per_epoch=(warmup + loops) * self.steps_per_loop,
-                       verbose=0, callbacks=[Mark()])
-        return marks.measures(warmup, self.steps_per_loop)
+        self.model.fit(self.dataset, epochs=1, steps_per_epoch=10**9, verbose=0, callbacks=[Boundary()])
 
 
 class EstimatorTrain:
@@ -162,21 +155,14 @@ class EstimatorTrain:
         self.hooks = [LoggingHook(1), SummaryHook(os.path.join(self.model_dir, "logs"))] if hooks else []
         self.steps_per_loop = steps_per_loop
 
-    def run(self, warmup: int, loops: int) -> float:
+    def __call__(self, gate: common.Gate) -> None:
         from tpuestimator.hooks.base import Hook
 
-        marks = common.Marks()
-
-        class Mark(Hook):
+        class Boundary(Hook):
             def before_loop(self, step):
-                marks.begin()
+                gate.boundary()
 
-            def after_loop(self, step, logs):
-                marks.end()
-
-        self.estimator.train(self.input_fn, steps=(warmup + loops) * self.steps_per_loop,
-                             hooks=[*self.hooks, Mark()], save_final_checkpoint=False)
-        return marks.measures(warmup, self.steps_per_loop)
+        self.estimator.train(self.input_fn, steps=10**9, hooks=[*self.hooks, Boundary()], save_final_checkpoint=False)
 
 
 def configure_logging(path: str) -> None:
@@ -199,50 +185,37 @@ def make_runner(config: str, workload: str, pattern: str, batch: int, **kw):
         return EstimatorTrain(workload, pattern, batch, hooks=False, nan_sentinel=False, **kw)
     if config == "estimator_pipeline":
         return EstimatorTrain(workload, pattern, batch, pipeline="tpuestimator", **kw)
+    if config == "estimator_distributed_input":
+        runner = EstimatorTrain(workload, pattern, batch, **kw)
+        runner.estimator._input_on_host = lambda: False  # the strategy's distributed iterator (before the fix)
+        return runner
     raise ValueError(f"unknown config {config!r}")
 
 
-DEFAULT_CONFIGS = {"linear": ["bare", "keras", "estimator", "estimator_nohooks", "estimator_pipeline"],
+DEFAULT_CONFIGS = {"linear": ["bare", "keras", "estimator", "estimator_nohooks", "estimator_pipeline",
+                              "estimator_distributed_input"],
                    "cnn": ["bare", "keras", "estimator"]}
 
 
-METRICS = ("steps_per_sec", "steps_per_sec_loop_median", "cpu_ms_per_100_steps")
-
-
-def ratio_set(a: list[dict], b: list[dict]) -> dict:
-    """a relative to b, per repeat, three ways (all: higher is better for a)."""
-    return {
-        "steps_per_sec": common.paired_ratio([x["steps_per_sec"] for x in a], [y["steps_per_sec"] for y in b]),
-        "loop_median": common.paired_ratio([x["steps_per_sec_loop_median"] for x in a],
-                                           [y["steps_per_sec_loop_median"] for y in b]),
-        "cpu_efficiency": common.paired_ratio([y["cpu_ms_per_100_steps"] for y in b],
-                                              [x["cpu_ms_per_100_steps"] for x in a]),
-    }
-
-
-def bench_workload(workload: str, configs, pattern: str, *, batch: int, repeats: int, plan, precision: str,
-                   jit_compile: bool, log) -> dict:
-    warmup, loops = plan
-    runners, build_s, first_s = {}, {}, {}
+def bench_workload(workload: str, configs, pattern: str, *, batch: int, rounds: int, precision: str,
+                   jit_compile: bool, log, steps_per_loop: int = common.STEPS_PER_LOOP) -> dict:
+    runners, build_s = {}, {}
     for name in configs:
         t0 = time.perf_counter()
-        runners[name] = make_runner(name, workload, pattern, batch, precision=precision, jit_compile=jit_compile)
+        runners[name] = make_runner(name, workload, pattern, batch, precision=precision, jit_compile=jit_compile,
+                                    steps_per_loop=steps_per_loop)
         build_s[name] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        runners[name].run(0, 1)  # traces; not timed
-        first_s[name] = time.perf_counter() - t0
-        log(f"  {workload}/{name}: built in {build_s[name]:.1f}s, traced + first loop in {first_s[name]:.1f}s")
-    raw = common.interleave({n: (lambda r=r: r.run(warmup, loops)) for n, r in runners.items()}, repeats)
-    out = {"configs": {n: {**{m: common.summarize([x[m] for x in v]) for m in METRICS},
-                           "build_s": build_s[n], "trace_and_first_loop_s": first_s[n]}
-                       for n, v in raw.items()},
-           "plan": {"warmup_loops": warmup, "timed_loops": loops, "steps_per_loop": common.STEPS_PER_LOOP,
-                    "batch_size": batch, "repeats": repeats, "precision": precision, "jit_compile": jit_compile}}
+    t0 = time.perf_counter()
+    loops = common.run_gated(runners, rounds=rounds, warmup=1, log=log)
+    log(f"  {workload}: {rounds} rounds in {time.perf_counter() - t0:.0f}s")
+    out = {"configs": {n: {**common.loop_stats(v, steps_per_loop), "build_s": build_s[n]} for n, v in loops.items()},
+           "plan": {"rounds": rounds, "warmup_rounds": 1, "steps_per_loop": steps_per_loop,
+                    "batch_size": batch, "precision": precision, "jit_compile": jit_compile}}
     if "keras" in runners:
         out["keras_jit_compile"] = bool(getattr(runners["keras"].model, "jit_compile", False))
-    pairs = [("estimator", o) for o in configs if o != "estimator" and o in ("bare", "keras")]
+    pairs = [("estimator", o) for o in configs if o in ("bare", "keras") and "estimator" in configs]
     pairs += [(o, "bare") for o in configs if o.startswith("estimator_") and "bare" in configs]
-    out["ratios"] = {f"{a}/{b}": ratio_set(raw[a], raw[b]) for a, b in pairs if a in raw and b in raw}
+    out["ratios"] = {f"{a}/{b}": common.loop_ratio(loops[a], loops[b]) for a, b in pairs}
     return out
 
 
@@ -252,10 +225,14 @@ def main(argv=None) -> int:
         p.add_argument("--configs", default=None, help="comma-separated (default: all for the workload)")
         p.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"])
         p.add_argument("--jit-compile", action="store_true")
+        p.add_argument("--variants", default=None,
+                       help="several precision/XLA variants in one process, e.g. 'float32,float32+jit,"
+                            "mixed_bfloat16+jit' (overrides --precision/--jit-compile)")
         p.add_argument("--records", type=int, default=None, help="random records to generate (default 10000)")
         p.add_argument("--batch-size", type=int, default=128)
         p.add_argument("--name", default="loop", help="result file name (<out>/<name>.json)")
-        p.add_argument("--plan", default=None, help="override loops per repeat: 'WARMUP,TIMED'")
+        p.add_argument("--steps-per-loop", type=int, default=None,
+                       help="iterations_per_loop = steps_per_execution (default 100; smoke 10)")
 
     args = common.standard_args(__doc__.splitlines()[0], argv, extra, default_repeats=None)
     import tensorflow as tf
@@ -269,34 +246,45 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if args.variants:
+        variants = []
+        for v in args.variants.split(","):
+            precision, _, jit = v.partition("+")
+            if precision not in ("float32", "mixed_bfloat16", "mixed_float16") or jit not in ("", "jit"):
+                raise SystemExit(f"--variants: {v!r} is not PRECISION or PRECISION+jit")
+            variants.append((precision, jit == "jit"))
+    else:
+        variants = [(args.precision, args.jit_compile)]
     results, ratios, targets = {}, {}, {}
-    for workload in args.workloads.split(","):
-        configs = args.configs.split(",") if args.configs else DEFAULT_CONFIGS[workload]
-        plan = (SMOKE_PLAN if args.smoke else PLAN)[workload]
-        if args.plan:
-            plan = tuple(int(x) for x in args.plan.split(","))
-        repeats = args.repeats or (2 if args.smoke else REPEATS[workload])
-        log(f"{workload}: {configs}, plan {plan}, {repeats} repeats")
-        res = bench_workload(workload, configs, pattern, batch=args.batch_size, repeats=repeats, plan=plan,
-                             precision=args.precision, jit_compile=args.jit_compile, log=log)
-        results[workload] = res
-        for key, sets in res["ratios"].items():
-            target = TARGETS.get((workload, key)) if args.precision == "float32" and not args.jit_compile else None
-            ratios[f"{workload}:{key}"] = common.check_target(sets["steps_per_sec"], target) if target \
-                else sets["steps_per_sec"]
-            if target:
-                targets[f"{workload}:{key}"] = target
-        for name, c in res["configs"].items():
-            s, m, cpu = c["steps_per_sec"], c["steps_per_sec_loop_median"], c["cpu_ms_per_100_steps"]
-            log(f"  {workload}/{name}: {s['median']:.1f} steps/s (spread {s['spread']:.0%}); loop-median "
-                f"{m['median']:.1f}; cpu {cpu['median']:.1f} ms/100 steps")
-        for key, sets in res["ratios"].items():
-            log(f"  {workload} {key} = {common.fmt_ratio(sets['steps_per_sec'])}  loop-median "
-                f"{common.fmt_ratio(sets['loop_median'])}  cpu-efficiency {common.fmt_ratio(sets['cpu_efficiency'])}")
+    for precision, jit in variants:
+        suffix = "" if len(variants) == 1 else f"@{precision}{'+jit' if jit else ''}"
+        for workload in args.workloads.split(","):
+            key_w = workload + suffix
+            configs = args.configs.split(",") if args.configs else DEFAULT_CONFIGS[workload]
+            rounds = args.repeats or (2 if args.smoke else ROUNDS[workload])
+            log(f"{key_w}: {configs}, {rounds} rounds")
+            res = bench_workload(workload, configs, pattern, batch=args.batch_size, rounds=rounds,
+                                 precision=precision, jit_compile=jit, log=log,
+                                 steps_per_loop=args.steps_per_loop or (10 if args.smoke else common.STEPS_PER_LOOP))
+            results[key_w] = res
+            for key, sets in res["ratios"].items():
+                target = TARGETS.get((workload, key)) if precision == "float32" and not jit else None
+                ratios[f"{key_w}:{key}"] = common.check_target(sets["steps_per_sec"], target) if target \
+                    else sets["steps_per_sec"]
+                if target:
+                    targets[f"{key_w}:{key}"] = target
+            for name, c in res["configs"].items():
+                log(f"  {key_w}/{name}: {c['steps_per_sec']['median']:.1f} steps/s per loop (IQR spread "
+                    f"{c['steps_per_sec']['iqr_spread']:.0%}), overall {c['overall_steps_per_sec']:.1f}; "
+                    f"cpu {c['cpu_ms_per_100_steps']['median']:.1f} ms/100 steps")
+            for key, sets in res["ratios"].items():
+                log(f"  {key_w} {key} = {common.fmt_ratio(sets['steps_per_sec'])}; overall {sets['overall']:.2f}; "
+                    f"cpu-efficiency {common.fmt_ratio(sets['cpu_efficiency'])}")
     path = common.write_results(args.name, args.out, smoke=args.smoke, args=vars(args), results=results,
                                 ratios=ratios, targets=targets,
-                                notes=["steps/s after warm-up between host loop-boundary marks; ratios are per "
-                                       "interleaved repeat: median [min-max]"])
+                                notes=["configurations alternate loop by loop (common.run_gated); a loop's time runs "
+                                       "from one loop boundary to the next (host work included); ratios are per "
+                                       "round: median, IQR, range; the first round (tracing) is not timed"])
     log(f"wrote {path}")
     return 0
 

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -64,13 +65,17 @@ def standard_args(description: str, argv: Sequence[str] | None = None,
 
 # ---------------------------------------------------------------------------- statistics
 def summarize(values: Sequence[float]) -> dict:
-    """median, min, max, relative spread ((max - min) / median) and the raw values."""
+    """median, min, max, quartiles, relative spread ((max - min) / median), relative
+    inter-quartile spread ((p75 - p25) / median) and the raw values."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not vals:
-        return {"n": 0, "median": None, "min": None, "max": None, "spread": None, "values": []}
+        return {"n": 0, "median": None, "min": None, "max": None, "p25": None, "p75": None, "spread": None,
+                "iqr_spread": None, "values": []}
     med = statistics.median(vals)
-    return {"n": len(vals), "median": med, "min": min(vals), "max": max(vals),
-            "spread": (max(vals) - min(vals)) / med if med else None, "values": vals}
+    q1, q3 = (statistics.quantiles(vals, n=4, method="inclusive")[::2] if len(vals) > 1 else (vals[0], vals[0]))
+    return {"n": len(vals), "median": med, "min": min(vals), "max": max(vals), "p25": q1, "p75": q3,
+            "spread": (max(vals) - min(vals)) / med if med else None,
+            "iqr_spread": (q3 - q1) / med if med else None, "values": vals}
 
 
 def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> dict:
@@ -144,6 +149,114 @@ class Marks:
         return {"steps_per_sec": len(wall) * steps_per_loop / sum(wall),
                 "steps_per_sec_loop_median": steps_per_loop / statistics.median(wall),
                 "cpu_ms_per_100_steps": 1000 * sum(cpu) / (len(cpu) * steps_per_loop) * 100}
+
+
+class GateStop(Exception):
+    """Raised inside a runner at a loop boundary when the conductor ends the benchmark."""
+
+
+class Gate:
+    """A loop-boundary turnstile for one runner running in its own thread.
+
+    The runner calls `boundary()` at every loop boundary (before each device loop; for the
+    Estimator in a hook's `before_loop`, for Keras in `on_train_batch_begin`). The call
+    records the wall and process-CPU time since the previous boundary (one loop plus all the
+    host work around it), then blocks until the conductor (`run_gated`) lets the runner
+    run its next loop. So configurations alternate LOOP BY LOOP, and each round compares
+    loops run within a fraction of a second of each other: what load other users put on the
+    machine hits them alike. Only one runner works at a time; the process CPU time of a
+    loop is therefore that runner's (all its threads, input pipeline included).
+    """
+
+    def __init__(self, name: str, timeout: float = 900.0):
+        self.name = name
+        self.go = threading.Event()
+        self.done = threading.Event()
+        self.stop = False
+        self.timeout = timeout
+        self.loops: list[tuple[float, float]] = []  # (wall s, cpu s) per loop
+        self.error: BaseException | None = None
+        self._start: tuple[float, float] | None = None
+
+    def boundary(self) -> None:
+        now = (time.perf_counter(), time.process_time())
+        if self._start is not None:
+            self.loops.append((now[0] - self._start[0], now[1] - self._start[1]))
+        self.done.set()
+        if not self.go.wait(self.timeout):
+            raise GateStop(f"{self.name}: no go from the conductor in {self.timeout}s")
+        self.go.clear()
+        if self.stop:
+            raise GateStop(self.name)
+        self._start = (time.perf_counter(), time.process_time())
+
+
+def run_gated(runners: Mapping[str, Callable[[Gate], None]], *, rounds: int, warmup: int = 1,
+              log: Callable[[str], None] | None = None) -> dict:
+    """Runs each `runner(gate)` in its own thread and lets them run one loop each per round,
+    in an order rotating each round. Returns {name: [(wall s, cpu s) of each timed loop]}.
+
+    The first `warmup` rounds (tracing, first fill of the input pipeline) are not returned.
+    A runner must call `gate.boundary()` before every loop and let `GateStop` propagate.
+    """
+    gates = {name: Gate(name) for name in runners}
+    threads = {}
+
+    def target(name, fn):
+        gate = gates[name]
+        try:
+            fn(gate)
+            raise RuntimeError(f"runner {name} returned before the benchmark ended (too few steps?)")
+        except GateStop:
+            pass
+        except BaseException as exc:  # surfaced by the conductor
+            gate.error = exc
+        finally:
+            gate.done.set()
+
+    def check(gate):
+        if not gate.done.wait(gate.timeout):
+            raise RuntimeError(f"runner {gate.name} did not reach a loop boundary in {gate.timeout}s")
+        if gate.error is not None:
+            raise RuntimeError(f"runner {gate.name} failed: {gate.error!r}") from gate.error
+
+    try:
+        for name, fn in runners.items():
+            threads[name] = threading.Thread(target=target, args=(name, fn), name=f"bench-{name}", daemon=True)
+            threads[name].start()
+            check(gates[name])  # built and at its first boundary, one at a time
+        names = list(runners)
+        for r in range(warmup + rounds):
+            k = r % len(names)
+            for name in names[k:] + names[:k]:
+                gate = gates[name]
+                gate.done.clear()
+                gate.go.set()
+                check(gate)
+            if log and (r + 1) % max(1, (warmup + rounds) // 5) == 0:
+                log(f"    round {r + 1}/{warmup + rounds}")
+    finally:
+        for gate in gates.values():
+            gate.stop = True
+            gate.go.set()
+        for t in threads.values():
+            t.join(60)
+    return {name: gate.loops[warmup:] for name, gate in gates.items()}
+
+
+def loop_stats(loops: Sequence[tuple[float, float]], steps_per_loop: int = STEPS_PER_LOOP) -> dict:
+    """steps/s per loop (summarized), overall steps/s, and CPU ms per 100 steps (summarized)."""
+    return {"steps_per_sec": summarize([steps_per_loop / w for w, _ in loops]),
+            "overall_steps_per_sec": len(loops) * steps_per_loop / sum(w for w, _ in loops) if loops else None,
+            "cpu_ms_per_100_steps": summarize([1000 * c * 100 / steps_per_loop for _, c in loops])}
+
+
+def loop_ratio(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> dict:
+    """Round-by-round steps/s ratio a/b (same round = same machine load), plus the CPU-work
+    ratio (b's CPU per step / a's: > 1 when a does less work per step)."""
+    return {"steps_per_sec": summarize([wb / wa for (wa, _), (wb, _) in zip(a, b)]),
+            "overall": (sum(w for w, _ in b) / sum(w for w, _ in a)) if a and b else None,
+            "cpu_efficiency": summarize([cb / ca for (_, ca), (_, cb) in zip(a, b) if ca > 0])}
 
 
 # ---------------------------------------------------------------------------- machine
@@ -224,11 +337,13 @@ def _json_safe(x):
     return x
 
 
-def fmt_ratio(stats: Mapping[str, Any]) -> str:
-    """`1.23 [1.10-1.31]` (median [min-max])."""
+def fmt_ratio(stats: Mapping[str, Any], digits: int = 2) -> str:
+    """`1.23 (IQR 1.15-1.28, range 1.02-1.40, n=30)`."""
     if not stats or stats.get("median") is None:
         return "n/a"
-    return f"{stats['median']:.2f} [{stats['min']:.2f}-{stats['max']:.2f}]"
+    f = f"{{:.{digits}f}}".format
+    return (f"{f(stats['median'])} (IQR {f(stats['p25'])}-{f(stats['p75'])}, "
+            f"range {f(stats['min'])}-{f(stats['max'])}, n={stats['n']})")
 
 
 # ---------------------------------------------------------------------------- workloads

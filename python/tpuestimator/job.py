@@ -110,9 +110,17 @@ def _flags(cfg: JobConfig) -> dict:
             if cfg.raw[section].get(key) is not None:
                 flags[f"{section}.{key}"] = cfg.raw[section][key]
     flags["run.precision"] = cfg.raw["run"]["precision"]
+    # Other overridden fields join the flags with their typed, resolved value; params are
+    # already there under their own names.
     for item in cfg.overrides:
-        key, _, value = item.partition("=")
-        flags.setdefault(key, value)
+        key = item.partition("=")[0].strip()
+        if key.startswith("params.") or key in flags:
+            continue
+        node = cfg.raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, (dict, list)):
+            flags[key] = node
     return flags
 
 
@@ -185,11 +193,26 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory)
         except BaseException as exc:
             if recorder is not None:
+                _record_nonfinite_report(recorder, exc)
                 recorder.fail(exc)
             raise
     if recorder is not None:
         recorder.complete()
     return result
+
+
+def _record_nonfinite_report(recorder, exc: BaseException) -> None:
+    """Copies the NaN/Inf sentinel's report (not its bundle) into a failed run's record."""
+    report = getattr(exc, "report_path", None)
+    if not report or not os.path.isdir(report):
+        return
+    try:
+        for name in ("report.txt", "report.json"):
+            if os.path.exists(os.path.join(report, name)):
+                recorder.add_artifact(os.path.join(report, name), f"nonfinite/{name}")
+        recorder.set_properties(nonfinite_report=os.path.abspath(report))
+    except Exception:  # noqa: BLE001 - recording the failure itself must still happen
+        logger.exception("could not copy the NaN/Inf report into the run record")
 
 
 def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory) -> JobResult:
@@ -200,12 +223,20 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
     raw = cfg.raw
     section = cfg.section("data")
     estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    estimator.job_config = cfg.to_dict()  # copied into the NaN/Inf sentinel's repro bundle
     train_fn = _input_fn(cfg, "train")
     has_eval = bool(section.get("eval")) or "manifest" in section
     eval_fn = _input_fn(cfg, "eval") if has_eval else None
     job_hooks: list = [LoggingHook(raw["run"]["log_every_n_loops"])]
     if recorder is not None:
+        from tpuestimator.hooks.hparams import HParamsHook
+
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
+        job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg)))
+    from tpuestimator.debug import hooks_from_config
+
+    job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,
+                                       model_dir=model_dir))
     if progress is not None:
         job_hooks.append(ProgressCallbackHook(progress, raw["train"]["max_steps"]))
     if extra_hooks_factory is not None:
@@ -236,7 +267,10 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
     if eval_spec is None:
         job_hooks.append(CallableHook(lambda event, info: on_loop_without_eval(info["step"], info)
                                       if event == "after_loop" else None))
-    with data.translate_errors(section, "train"):
+    from tpuestimator.debug import numerics
+
+    with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
+            numerics.translate_errors(estimator):
         outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
                                      eval_spec, on_eval=on_eval)
     for hook in job_hooks:

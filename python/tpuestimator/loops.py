@@ -54,23 +54,29 @@ def _make_recording_loop(strategy, replica_step: Callable, global_step, *, exhau
     def record(index, values):
         for name, buffer in buffers.items():
             value = tf.cast(strategy.reduce(mean, values[name], axis=None), tf.float32)
-            buffer.scatter_nd_update(tf.reshape(index, [1, 1]), tf.reshape(value, [1]))
+            # A whole-buffer assign (the buffer is small): distributed variables have no
+            # cross-replica scatter update.
+            buffer.assign(tf.tensor_scatter_nd_update(buffer, tf.reshape(index, [1, 1]), tf.reshape(value, [1])))
 
-    @tf.function
-    def loop(iterator, n):
-        steps = tf.constant(0, tf.int64)
-        for _ in tf.range(n):
-            if exhaustible:
+    if exhaustible:
+        @tf.function
+        def loop(iterator, n):
+            steps = tf.constant(0, tf.int64)
+            for _ in tf.range(n):
                 optional = iterator.get_next_as_optional()
                 if not optional.has_value():
                     break
-                values = strategy.run(replica_step, args=optional.get_value())
-            else:
-                values = strategy.run(replica_step, args=next(iterator))
-            record(steps, values)
-            steps += 1
-        global_step.assign_add(steps)
-        return steps
+                record(steps, strategy.run(replica_step, args=optional.get_value()))
+                steps += 1
+            global_step.assign_add(steps)
+            return steps
+    else:
+        @tf.function
+        def loop(iterator, n):
+            for i in tf.range(n):
+                record(tf.cast(i, tf.int64), strategy.run(replica_step, args=next(iterator)))
+            global_step.assign_add(tf.cast(n, tf.int64))
+            return tf.cast(n, tf.int64)
     return loop
 
 
@@ -93,6 +99,43 @@ def make_predict_step(strategy, replica_step: Callable):
     def step(batch):
         return strategy.run(replica_step, args=batch)
     return step
+
+
+def make_loop_reader(metrics, finite_variables=None):
+    """Returns `read() -> {key: result}` reading every metric and then resetting it, in ONE
+    device call (one host round trip per loop instead of one per metric and per reset).
+
+    Args:
+      metrics: {key: keras.metrics.Metric}.
+      finite_variables: variables for the NaN/Inf sentinel, or None: with them, `read()` also
+        returns `"__all_finite__"`, True when every floating variable is finite (computed
+        in the same call as `make_all_finite` would).
+    """
+    import tensorflow as tf
+
+    metrics = dict(metrics)
+    check = _finite_checks(finite_variables) if finite_variables is not None else None
+
+    @tf.function
+    def read():
+        results = {key: tf.identity(metric.result()) for key, metric in metrics.items()}
+        with tf.control_dependencies(list(results.values())):
+            for metric in metrics.values():
+                metric.reset_state()
+        if check is not None:
+            results["__all_finite__"] = check()
+        return results
+    return read
+
+
+def _finite_checks(variables):
+    import tensorflow as tf
+
+    def all_finite():
+        checks = [tf.reduce_all(tf.math.is_finite(tf.cast(v, tf.float32))) for v in variables
+                  if tf.as_dtype(v.dtype).is_floating]
+        return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+    return all_finite
 
 
 def make_all_finite(variables):

@@ -255,7 +255,7 @@ def start_tensorboard(logdir: str | os.PathLike | Sequence[str | os.PathLike] | 
             return server
         last_err = server.stderr()
         server.stop()
-        in_use = "address already in use" in last_err.lower() or "could not bind" in last_err.lower()
+        in_use = any(text in last_err.lower() for text in ("already in use", "could not bind", "is in use"))
         if why == "exited" and auto and in_use:
             continue
         break

@@ -90,6 +90,10 @@ def test_flowers_train_augmentation_keeps_static_shapes():
     assert images.min() >= -1.0 and images.max() <= 1.0
     plain, _, _ = collect(make_input_fn({**section, "augment": {}}, "train")({"batch_size": 4, "seed": 0}).take(3))
     assert not np.allclose(images, plain)
+    cached = make_input_fn({**section, "cache_decoded": True}, "train")({"batch_size": 4, "seed": 0})
+    assert cached.element_spec[0]["image"].shape.as_list() == [4, 6, 5, 3]
+    images, labels, _ = collect(cached.take(5))  # 20 > 6 records: decoded once, augmented every epoch
+    assert images.min() >= -1.0 and images.max() <= 1.0 and sorted(set(labels.tolist())) == [0, 1, 2]
 
 
 def test_cache_and_cache_decoded_give_the_same_eval_data():

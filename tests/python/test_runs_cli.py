@@ -108,8 +108,6 @@ def test_cli_modules_do_not_import_tensorflow(python_env):
 
 
 def test_runs_through_the_tpuestimator_cli(runs, python_env):
-    import tpuestimator.cli  # noqa: F401  (the lead's entry point registers commands/runs.py)
-
     done = subprocess.run([sys.executable, "-m", "tpuestimator.cli", "runs", "ls", "--runs-dir", str(runs)],
                           env=python_env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,7 +15,18 @@ import pytest
 
 from tpuestimator.commands.tensorboard import resolve_targets
 from tpuestimator.runs import RunRecorder
-from tpuestimator.tensorboard import TensorBoardError, logdir_arguments, start_tensorboard, write_hparams
+from tpuestimator.tensorboard import TensorBoardError, logdir_arguments, start_tensorboard
+
+
+@pytest.fixture(autouse=True)
+def _tensorboard_installed():
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        message = "the tensorboard package is not installed (pip install tensorboard)"
+        if os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1":
+            pytest.fail(message + "; TPUESTIMATOR_FORCE_TESTS=1 turns this skip into a failure")
+        pytest.skip(message)
 
 
 def _gone(pid: int) -> bool:
@@ -36,7 +48,9 @@ def make_run(runs_dir: Path, lr: float) -> RunRecorder:
             for step in (10, 20):
                 tf.summary.scalar("loss", scale / step, step=step)
         writer.close()
-    write_hparams(rec.logs_dir, flags, {"accuracy": 0.75, "auc": float("nan")}, step=20)
+    rec.log_metrics(10, {"loss": 0.1}, eval_metrics={"loss": 0.12})
+    rec.log_metrics(20, {"loss": 0.05}, eval_metrics={"loss": 0.06})
+    assert rec.write_hparams({"accuracy": 0.75, "auc": float("nan")})  # at the last logged step
     rec.complete(plots=False)
     return rec
 
@@ -82,25 +96,26 @@ def test_tensorboard_serves_a_run_and_stops_cleanly(tmp_path):
         hparams = {h["name"] for h in experiment["hparamInfos"]}
         assert hparams == {"learning_rate", "optimizer.name"}  # None left out, nesting flattened
         assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"accuracy", "loss"}
+        final = json.loads(server.get(f"data/plugin/scalars/scalars?run={rec.name}/logs&tag=accuracy"))
+        assert [(point[1], point[2]) for point in final] == [(20, 0.75)]
         pid = server.pid
     assert not server.running and server.process.returncode is not None
     assert _gone(pid)
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # nothing left in its process group
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 120  # bounded, even on a loaded machine
 
 
 def test_tensorboard_failure_reports_its_stderr(tmp_path):
     (tmp_path / "logs").mkdir()
     with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen(1)
+        busy.bind(("127.0.0.1", 0))  # bound, not listening: TensorBoard's bind fails at once
         port = busy.getsockname()[1]
         with pytest.raises(TensorBoardError) as err:
             start_tensorboard(tmp_path / "logs", port=port, timeout=120)
     message = str(err.value)
     assert "exited before answering" in message and f"--port {port}" in message
-    assert "could not bind" in message.split("Its stderr:")[1]  # TensorBoard's own words
+    assert re.search(r"could not bind|in use", message.split("Its stderr:")[1])  # TensorBoard's own words
 
 
 def test_tensorboard_command_stops_on_ctrl_c(tmp_path, python_env):

@@ -16,6 +16,7 @@ test_that("overrides are written as YAML/JSON scalars", {
   expect_identical(ov, c("train.max_steps=100", "params.learning_rate=0.001", "run.strategy=\"cpu\"",
                          "export.enabled=false", "train.steps=null", "eval.steps=5"))
   expect_error(tpuestimatorr:::overrides_from_dots(100L), "named override", class = "tpuestimator_argument_error")
+  expect_identical(tpuestimatorr:::overrides_from_dots("train.batch_size"), "train.batch_size")  # Python names it
 })
 
 test_that("argument errors of the R functions name the argument and the fix", {

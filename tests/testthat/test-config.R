@@ -60,3 +60,29 @@ test_that("an unknown model name is a config error naming `model`", {
                       class = "tpuestimator_config_error")
   expect_identical(err$field, "model")
 })
+
+test_that("every bad config of tests/fixtures/bad_configs.yaml fails from R naming its field", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  bad <- yaml::read_yaml(fixture_path("bad_configs.yaml"))
+  expect_gte(length(bad$cases), 10L)
+  drop_field <- function(x, path) {
+    if (length(path) == 1L) {
+      x[[path]] <- NULL
+    } else {
+      x[[path[[1]]]] <- drop_field(x[[path[[1]]]], path[-1])
+    }
+    x
+  }
+  for (case in bad$cases) {
+    raw <- bad$base
+    for (dotted in unlist(case$drop)) raw <- drop_field(raw, strsplit(dotted, ".", fixed = TRUE)[[1]])
+    err <- tryCatch(do.call(tpu_config, c(list(raw), as.list(unlist(case$set)))), error = function(e) e)
+    expect_s3_class(err, "tpuestimator_config_error")
+    expect_identical(err$field, case$field, info = case$name)
+    for (text in unlist(case$message)) {
+      expect_true(grepl(text, conditionMessage(err), fixed = TRUE),
+                  info = paste0(case$name, ": \"", text, "\" not in: ", conditionMessage(err)))
+    }
+  }
+})

@@ -62,7 +62,7 @@ def check_example(section: Mapping[str, Any], example: tf.train.Example, mode: s
     return None
 
 
-def _records(path: str) -> Iterator[tuple[int, bytes | None, str | None]]:
+def iter_records(path: str) -> Iterator[tuple[int, bytes | None, str | None]]:
     """Yields (index, serialized, None) per record, then (index, None, error) if the file is corrupt."""
     i = 0
     it = iter(tf.data.TFRecordDataset(path))
@@ -87,7 +87,7 @@ def check_first_record(section: Mapping[str, Any], files: list[str], mode: str) 
     for path in files:
         if tf.io.gfile.stat(path).length == 0:
             continue
-        for i, rec, err in _records(path):
+        for i, rec, err in iter_records(path):
             if err is not None:
                 if section.get("on_corrupt") == "skip":
                     return
@@ -152,7 +152,7 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
                 return _decode_error(section, path, idx, exc.message)
         return None
 
-    for i, rec, err in _records(path):
+    for i, rec, err in iter_records(path):
         if err is not None:
             return flush() or _corrupt_error(path, i, err)
         problem = check_example(section, tf.train.Example.FromString(rec), mode)
@@ -250,7 +250,7 @@ def _first_bad(path: str) -> tuple[int | None, int]:
     key = (path, st.length, st.mtime_nsec)
     if key not in _SCAN_CACHE:
         good, bad = 0, None
-        for i, rec, err in _records(path):
+        for i, rec, err in iter_records(path):
             if err is not None:
                 bad = i
                 break

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
-from tpuestimator.data.diagnose import _records, check_example
+from tpuestimator.data.diagnose import iter_records, check_example
 from tpuestimator.data.pipeline import build_dataset, list_files
 from tpuestimator.errors import DataError
 
@@ -45,7 +45,7 @@ def section_for(target: str, *, mode: str = "train", overrides: tuple[str, ...] 
 def sniff_section(files: list[str]) -> dict:
     """Guesses a data section from the first record (seed formats first, else typed features)."""
     for path in files:
-        for _, rec, err in _records(path):
+        for _, rec, err in iter_records(path):
             if err is not None:
                 break
             feats = tf.train.Example.FromString(rec).features.feature
@@ -102,7 +102,7 @@ def inspect(target: str, *, n: int = 8, grid_path: str | None = None, mode: str 
     counts: collections.Counter = collections.Counter()
     for path in files:
         k = 0
-        for i, rec, err in _records(path):
+        for i, rec, err in iter_records(path):
             if err is not None:
                 report["corrupt"][path] = i
                 break

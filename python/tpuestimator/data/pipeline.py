@@ -14,13 +14,14 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
+from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER  # noqa: F401  (re-exported)
+from tpuestimator.data.assertions import apply_assertions, assert_label_range, check_assertions
+from tpuestimator.data.augment import augmentation_active, make_augmenter, make_image_augmenter, scale_pixels
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)
 
 MODES = ("train", "eval", "predict")
-ASSERT_MARKER = "tpuestimator data assertion"
-LABEL_MARKER = "tpuestimator label range"
 _DTYPES = {"float32": tf.float32, "int64": tf.int64, "string": tf.string}
 # Batch size used to parse records before `cache_decoded` (the model batch comes later).
 _DECODE_BATCH = 256
@@ -125,25 +126,28 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     if section.get("cache"):
         ds = ds.cache()
 
-    decode = make_batch_decoder(section, mode, num_classes=num_classes)
-    augment = make_augmenter(section) if train else None
-    if section.get("cache_decoded"):
-        ds = ds.batch(_DECODE_BATCH).map(decode, num_parallel_calls=tf.data.AUTOTUNE).unbatch().cache()
+    cache_decoded = bool(section.get("cache_decoded"))
+    image_aug = make_image_augmenter(section) if train else None  # per image (JPEG/PNG formats)
+    batch_aug = make_augmenter(section) if train else None  # per batch (raw pixel formats)
+    decoder = make_batch_decoder(section, mode, num_classes=num_classes,
+                                 image_augment=None if cache_decoded else image_aug)
+    shuffle_buffer = int(section["shuffle_buffer"])
+    static = _static_batch(batch_size) if train else None
+    if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
+        ds = decoder.batches(ds, _DECODE_BATCH, drop_remainder=False).unbatch().cache()
         if train:
-            ds = ds.shuffle(int(section["shuffle_buffer"]), seed=seed, reshuffle_each_iteration=True).repeat()
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+        if image_aug is not None:
+            ds = ds.map(lambda f, lab: ({**f, "image": image_aug(f["image"], 1.0)}, lab),
+                        num_parallel_calls=tf.data.AUTOTUNE)
         ds = ds.batch(batch_size, drop_remainder=train)
-        if augment is not None:
-            ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+        post = _compose(batch_aug, static)
+        if post is not None:
+            ds = ds.map(post, num_parallel_calls=tf.data.AUTOTUNE)
     else:
         if train:
-            ds = ds.shuffle(int(section["shuffle_buffer"]), seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(batch_size, drop_remainder=train)
-        if augment is not None:
-            ds = ds.map(lambda s: augment(*decode(s)), num_parallel_calls=tf.data.AUTOTUNE)
-        else:
-            ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    if train:
-        ds = ds.map(_static_batch(batch_size))
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=_compose(batch_aug, static))
     if section.get("transpose_input"):
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
@@ -153,21 +157,17 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     return ds.with_options(options)
 
 
-def check_assertions(section: Mapping[str, Any]) -> None:
-    """Checks that every `data.assertions` entry names a feature the model receives.
+def _compose(*fns):
+    """f(features, labels) pipelines: the given functions (None skipped) applied in order."""
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
 
-    Raises:
-      DataError: naming the unknown feature and the known ones.
-    """
-    known = specs.model_features(section)
-    for a in section.get("assertions") or []:
-        name = a["feature"]
-        if name not in known:
-            raise DataError(f"data.assertions: feature {name!r} is not one the model receives "
-                            f"({', '.join(known)}); image formats call the image 'image'.", feature=name)
-        if known[name][1] == "string" and any(k in a for k in ("min", "max", "finite", "non_negative")):
-            raise DataError(f"data.assertions: feature {name!r} holds strings; only `shape` can be asserted.",
-                            feature=name)
+    def run(features, labels):
+        for f in fns:
+            features, labels = f(features, labels)
+        return features, labels
+    return run
 
 
 def _check_not_empty(files: list[str], pattern) -> None:
@@ -210,196 +210,150 @@ def parse_spec(section: Mapping[str, Any], mode: str) -> dict[str, Any]:
     return out
 
 
-def make_batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
-                       for_augment: bool | None = None) -> Callable:
-    """`decode(serialized [b]) -> (features, labels int32 [b])`: one `parse_example` per batch.
+class BatchDecoder:
+    """Turns serialized records into `(features, labels int32 [b])`, one `parse_example` per batch.
 
-    Images are decoded (to `height+pad` when train-mode random cropping follows), scaled and
+    Stages (the pipeline runs them separately so JPEG/PNG decoding runs in parallel per image):
+    `parse(serialized [b]) -> parsed dict`, `decode_one(parsed record) -> record with decoded
+    images` (only when `encoded` is non-empty), `finish(parsed batch) -> (features, labels)`.
+    Calling the decoder runs all three on a batch (images decoded with `tf.map_fn`).
+
+    Images are decoded (to `height+10` when train-mode random cropping follows), scaled and
     checked against `data.assertions`; labels are shifted by `label_offset` and checked to
     lie in `[0, num_classes)` when the number of classes is known.
     """
-    fmt = section["format"]
-    pspec = parse_spec(section, mode)
-    label_key = section.get("label")
-    offset = int(section.get("label_offset", 0))
-    train = mode == "train"
-    aug = section.get("augment") or {}
-    pad = 10 if (train and aug.get("random_crop") and fmt == "flowers") else 0
-    image = section.get("image") or {}
-    # With augmentation on, images stay in [0, 1] until the augmenter has run (then it scales).
-    img_scale = "unit" if (train and augmentation_active(section)) else image.get("scale", "unit")
-    assertions = list(section.get("assertions") or [])
 
-    def decode(serialized):
-        parsed = tf.io.parse_example(serialized, pspec)
+    def __init__(self, section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
+                 image_augment: Callable | None = None):
+        self.section = section
+        self.mode = mode
+        self.fmt = section["format"]
+        self.pspec = parse_spec(section, mode)
+        self.label_key = section.get("label")
+        self.offset = int(section.get("label_offset", 0))
+        self.num_classes = num_classes
+        self.image = section.get("image") or {}
+        train = mode == "train"
+        aug = section.get("augment") or {}
+        self.image_augment = image_augment
+        # Train-time random crops cut an (h, w) window from the image resized to (h + 10, w + 10) as in
+        # seed 000; a per-image augmenter crops from the decoded image directly, else decode padded.
+        pad = 10 if (train and aug.get("random_crop") and self.fmt == "flowers" and image_augment is None) else 0
+        # With augmentation on, images stay in [0, 1] until the augmenter has run (then it scales).
+        self.img_scale = "unit" if (train and augmentation_active(section)) else self.image.get("scale", "unit")
+        self.assertions = list(section.get("assertions") or [])
+        self.features = specs.record_features(section, with_label=False)
+        self.encoded: dict[str, tuple[list[int], int]] = {}
+        if self.fmt == "flowers":
+            img = self.image
+            self.encoded[specs.FLOWERS_IMAGE_KEY] = ([img["height"] + pad, img["width"] + pad, img["channels"]],
+                                                     int(img.get("decode_ratio", 1)))
+        elif self.fmt == "features":
+            for name, fspec in self.features.items():
+                if fspec["kind"] in ("jpeg", "png"):
+                    self.encoded[name] = (list(fspec["image_shape"]), 1)
+
+    def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return tf.io.parse_example(serialized, self.pspec)
+
+    def decode_one(self, record: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = dict(record)
+        for key, (shape, ratio) in self.encoded.items():
+            if self.image_augment is not None and key == specs.FLOWERS_IMAGE_KEY:
+                out[key] = self.image_augment(_decode_pixels(record[key], shape[2], ratio), 255.0)
+            else:
+                out[key] = _decode_image(record[key], shape, ratio)
+        return out
+
+    def decode_batch(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = dict(parsed)
+        for key, (shape, ratio) in self.encoded.items():
+            out[key] = tf.map_fn(lambda d, shape=shape, ratio=ratio: _decode_image(d, shape, ratio), parsed[key],
+                                 fn_output_signature=tf.TensorSpec(shape, tf.float32))
+        return out
+
+    def finish(self, parsed: dict[str, tf.Tensor]):
         features: dict[str, tf.Tensor] = {}
-        if fmt == "mnist":
+        img = self.image
+        if self.fmt == "mnist":
             features["image"] = _raw_image(parsed[specs.MNIST_IMAGE_KEY],
-                                           [image["height"], image["width"], image["channels"]], img_scale)
-        elif fmt == "flowers":
-            features["image"] = _encoded_images(parsed[specs.FLOWERS_IMAGE_KEY],
-                                                [image["height"] + pad, image["width"] + pad, image["channels"]],
-                                                image.get("decode_ratio", 1), img_scale)
+                                           [img["height"], img["width"], img["channels"]], self.img_scale)
+        elif self.fmt == "flowers":
+            features["image"] = scale_pixels(parsed[specs.FLOWERS_IMAGE_KEY], self.img_scale)
         else:
-            for name, fspec in specs.record_features(section, with_label=False).items():
+            scale = img.get("scale", "unit")
+            for name, fspec in self.features.items():
                 value = parsed[name]
                 kind = fspec["kind"]
-                scale = (image or {}).get("scale", "unit")
                 if kind == "raw_image":
                     value = _raw_image(value, fspec["image_shape"], scale)
                 elif kind in ("jpeg", "png"):
-                    value = _encoded_images(value, fspec["image_shape"], 1, scale)
+                    value = scale_pixels(value, scale)
                 elif value.dtype == tf.int64:
                     value = tf.cast(value, tf.int32)
                 features[name] = value
-        if label_key and label_key in parsed:
-            labels = tf.cast(parsed[label_key], tf.int32) - offset
-            if num_classes is not None and mode != "predict":
-                labels = _assert_labels(labels, num_classes, offset)
+        if self.label_key and self.label_key in parsed:
+            labels = tf.cast(parsed[self.label_key], tf.int32) - self.offset
+            if self.num_classes is not None and self.mode != "predict":
+                labels = assert_label_range(labels, self.num_classes, self.offset)
         else:
-            labels = tf.fill(tf.shape(serialized)[:1], -1)
-        if assertions:
-            features = _apply_assertions(features, assertions, fmt)
+            first = next(iter(parsed.values()))
+            labels = tf.fill(tf.shape(first)[:1], -1)
+        if self.assertions:
+            features = apply_assertions(features, self.assertions, self.fmt)
         return features, labels
 
-    return decode
+    def __call__(self, serialized: tf.Tensor):
+        parsed = self.parse(serialized)
+        if self.encoded:
+            if self.image_augment is not None:
+                raise ValueError("a decoder with a per-image augmenter runs through `batches()`")
+            parsed = self.decode_batch(parsed)
+        return self.finish(parsed)
+
+    def batches(self, ds: tf.data.Dataset, batch_size: int, *, drop_remainder: bool,
+                augment: Callable | None = None) -> tf.data.Dataset:
+        """Serialized records -> decoded `(features, labels)` batches (augmented when given)."""
+        finish = self.finish if augment is None else (lambda p: augment(*self.finish(p)))
+        if self.encoded:
+            ds = ds.batch(batch_size).map(self.parse, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+            ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
+            return ds.batch(batch_size, drop_remainder=drop_remainder).map(finish, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        return ds.map(lambda s: finish(self.parse(s)), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def make_batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
+                       image_augment: Callable | None = None) -> BatchDecoder:
+    """The `BatchDecoder` for a resolved data section and mode (callable on a batch of records)."""
+    return BatchDecoder(section, mode, num_classes=num_classes, image_augment=image_augment)
 
 
 def _raw_image(raw: tf.Tensor, shape: list[int], scale: str) -> tf.Tensor:
     pixels = tf.io.decode_raw(raw, tf.uint8)
     images = tf.reshape(pixels, [-1] + list(shape))
-    return _scale(tf.cast(images, tf.float32) * (1.0 / 255.0), scale)
+    return scale_pixels(tf.cast(images, tf.float32) * (1.0 / 255.0), scale)
 
 
-def _scale(unit_images: tf.Tensor, scale: str) -> tf.Tensor:
-    if scale == "symmetric":
-        return (unit_images - 0.5) * 2.0
-    return unit_images
+def _decode_pixels(data: tf.Tensor, channels: int, ratio: int) -> tf.Tensor:
+    """One JPEG/PNG string -> uint8 [H, W, channels] at its own size (1/ratio for JPEGs)."""
+    if ratio and ratio > 1:  # JPEGs decode at 1/ratio size (much faster for large photos)
+        return tf.cond(tf.io.is_jpeg(data),
+                       lambda: tf.io.decode_jpeg(data, channels=channels, ratio=ratio),
+                       lambda: tf.io.decode_png(data, channels=channels))
+    return tf.io.decode_image(data, channels=channels, expand_animations=False)
 
 
-def _encoded_images(encoded: tf.Tensor, shape: list[int], ratio: int, scale: str) -> tf.Tensor:
-    """Decodes a batch of JPEG/PNG strings to float32 [b, h, w, c] in [0, 1] (then scaled)."""
+def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
+    """One JPEG/PNG string -> float32 [h, w, c] in [0, 1], resized (bilinear) to `shape`."""
     height, width, channels = shape
-
-    def one(data):
-        if ratio and ratio > 1:
-            img = tf.cond(tf.io.is_jpeg(data),
-                          lambda: tf.io.decode_jpeg(data, channels=channels, ratio=ratio),
-                          lambda: tf.io.decode_png(data, channels=channels))
-        else:
-            img = tf.io.decode_image(data, channels=channels, expand_animations=False)
-        img = tf.image.convert_image_dtype(img, tf.float32)
-        img = tf.image.resize(img, [height, width], method="bilinear")
-        return tf.ensure_shape(img, [height, width, channels])
-
-    images = tf.map_fn(one, encoded, fn_output_signature=tf.TensorSpec([height, width, channels], tf.float32),
-                       parallel_iterations=16)
-    return _scale(images, scale)
-
-
-def _assert_labels(labels: tf.Tensor, num_classes: int, offset: int) -> tf.Tensor:
-    ok = tf.logical_and(labels >= 0, labels < num_classes)
-    check = tf.debugging.Assert(tf.reduce_all(ok), [
-        f"{LABEL_MARKER}: labels must lie in [0, {num_classes}) after subtracting data.label_offset={offset}; "
-        "offending stored labels:", tf.boolean_mask(labels + offset, tf.logical_not(ok))], summarize=10)
-    with tf.control_dependencies([check]):
-        return tf.identity(labels)
-
-
-def _apply_assertions(features: dict, assertions: list[dict], fmt: str) -> dict:
-    out = dict(features)
-    for a in assertions:
-        name = a["feature"]
-        x = out[name]
-        checks = []
-        xf = tf.cast(x, tf.float32) if x.dtype != tf.string else None
-        flat = tf.reshape(xf, [tf.shape(xf)[0], -1]) if xf is not None else None
-
-        def bad_values(mask, flat=flat):
-            return tf.boolean_mask(flat, mask)
-
-        if "shape" in a:
-            want = list(a["shape"])
-            checks.append(tf.debugging.Assert(
-                tf.reduce_all(tf.equal(tf.shape(x)[1:], want)),
-                [f"{ASSERT_MARKER}: feature {name!r} shape must be {want}, got", tf.shape(x)[1:]]))
-        if flat is not None:
-            if a.get("finite"):
-                bad = tf.logical_not(tf.math.is_finite(flat))
-                checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
-                    f"{ASSERT_MARKER}: feature {name!r} must be finite; offending values:", bad_values(bad)],
-                    summarize=10))
-            lo = a.get("min", 0.0 if a.get("non_negative") else None)
-            if a.get("non_negative") and a.get("min") is not None:
-                lo = max(0.0, float(a["min"]))
-            if lo is not None:
-                bad = flat < float(lo)
-                checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
-                    f"{ASSERT_MARKER}: feature {name!r} must be >= {lo}; offending values:", bad_values(bad)],
-                    summarize=10))
-            if a.get("max") is not None:
-                bad = flat > float(a["max"])
-                checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
-                    f"{ASSERT_MARKER}: feature {name!r} must be <= {a['max']}; offending values:", bad_values(bad)],
-                    summarize=10))
-        if checks:
-            with tf.control_dependencies(checks):
-                out[name] = tf.identity(x)
-    return out
-
-
-def augmentation_active(section: Mapping[str, Any]) -> bool:
-    """Whether train mode augments: an image format with any `data.augment` switch on."""
-    aug = section.get("augment") or {}
-    return section["format"] in ("mnist", "flowers") and any(bool(v) for v in aug.values())
-
-
-def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
-    """Train-time augmentation of a batch, per image (seed 000's crop / flip / brightness / contrast).
-
-    Returns None when no augmentation is switched on or the data has no "image" feature.
-    """
-    aug = section.get("augment") or {}
-    if not augmentation_active(section):
-        return None
-    image = section["image"]
-    height, width = image["height"], image["width"]
-    crop = bool(aug.get("random_crop")) and section["format"] == "flowers"
-    flip = bool(aug.get("flip_left_right"))
-    brightness = float(aug.get("brightness") or 0.0)
-    contrast = aug.get("contrast")
-    scale = image["scale"]
-
-    def augment(features, labels):
-        x = features["image"]
-        b = tf.shape(x)[0]
-        if crop:  # images were decoded at (h+10, w+10): pixel-exact random crop per image
-            ph, pw = tf.shape(x)[1], tf.shape(x)[2]
-            oy = tf.cast(tf.random.uniform([b], 0, ph - height + 1, dtype=tf.int32), tf.float32)
-            ox = tf.cast(tf.random.uniform([b], 0, pw - width + 1, dtype=tf.int32), tf.float32)
-            hden, wden = tf.cast(ph - 1, tf.float32), tf.cast(pw - 1, tf.float32)
-            boxes = tf.stack([oy / hden, ox / wden, (oy + height - 1) / hden, (ox + width - 1) / wden], axis=1)
-            x = tf.image.crop_and_resize(x, boxes, tf.range(b), [height, width])
-        if flip:
-            x = tf.image.random_flip_left_right(x)
-        if brightness:
-            x = x + tf.random.uniform([b, 1, 1, 1], -brightness, brightness)
-        if contrast:
-            factor = tf.random.uniform([b, 1, 1, 1], float(contrast[0]), float(contrast[1]))
-            mean = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
-            x = (x - mean) * factor + mean
-        if brightness or contrast:
-            x = tf.clip_by_value(x, 0.0, 1.0)
-        x = _scale(x, scale)  # the decoder left the images in [0, 1] for augmentation
-        out = dict(features)
-        out["image"] = x
-        return out, labels
-
-    return augment
+    pixels = _decode_pixels(data, channels, ratio)
+    img = tf.image.resize(tf.image.convert_image_dtype(pixels, tf.float32), [height, width], method="bilinear")
+    return tf.ensure_shape(img, [height, width, channels])
 
 
 def parse_serialized(data_section: Mapping[str, Any], serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     """Eval-mode features of a batch of serialized `tf.Example`s (for a serving signature)."""
     section = specs.resolve_section(data_section)
-    features, _ = make_batch_decoder(section, "predict")(serialized)
+    features, _ = make_batch_decoder(section, "predict")(tf.convert_to_tensor(serialized))
     return features

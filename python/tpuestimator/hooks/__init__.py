@@ -1,4 +1,35 @@
-"""Hooks: host-side callbacks at loop boundaries (see `base.py`) and the built-in hooks."""
+"""Hooks: host-side callbacks at loop boundaries (see `base.py`) and the built-in hooks.
+
+The built-in hooks load on first use (`from tpuestimator.hooks import EarlyStoppingHook`);
+none imports TensorFlow at import time.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from tpuestimator.hooks.base import CallableHook, Hook, HookList, as_hook
 
-__all__ = ["Hook", "HookList", "CallableHook", "as_hook"]
+_LAZY = {
+    "LoggingHook": "tpuestimator.hooks.builtin",
+    "SummaryHook": "tpuestimator.hooks.builtin",
+    "ProgressCallbackHook": "tpuestimator.hooks.builtin",
+    "ProgressBarHook": "tpuestimator.hooks.builtin",
+    "StopAtStepHook": "tpuestimator.hooks.builtin",
+    "TimingHook": "tpuestimator.hooks.builtin",
+    "EarlyStoppingHook": "tpuestimator.hooks.stopping",
+    "CheckpointSaverHook": "tpuestimator.hooks.stopping",
+    "ProfilerHook": "tpuestimator.hooks.profiler",
+    "HostCallHook": "tpuestimator.hooks.host_call",
+    "WatchHook": "tpuestimator.hooks.watch",
+    "HParamsHook": "tpuestimator.hooks.hparams",
+    "DumpHook": "tpuestimator.debug.dumps",
+}
+
+__all__ = ["Hook", "HookList", "CallableHook", "as_hook", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tpuestimator.hooks' has no attribute {name!r}")

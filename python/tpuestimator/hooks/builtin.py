@@ -44,13 +44,24 @@ class LoggingHook(Hook):
 
 
 class SummaryHook(Hook):
-    """Writes TensorBoard scalars: train loss, learning rate, steps/s, examples/s (in
-    `<logdir>/train`) and eval metrics (in `<logdir>/eval`), at loop boundaries."""
+    """Writes TensorBoard scalars: train loss, learning rate, steps/s, examples/s and the
+    model's `report` values (in `<logdir>/train`, one point per loop) and eval metrics (in
+    `<logdir>/eval`).
 
-    def __init__(self, logdir: str):
+    The loop values are kept on the host and written every `flush_secs` seconds in ONE call
+    of a `tf.function` (eager summary ops cost ~0.1-2 ms per loop on a busy host; this keeps
+    the hook's per-loop cost to a list append), and always before an evaluation, at the end
+    of training and when training raises (so a failed run's curves are complete).
+    """
+
+    def __init__(self, logdir: str, flush_secs: float = 5.0):
         self.logdir = logdir
+        self.flush_secs = flush_secs
         self._train = None
         self._eval = None
+        self._write_fns: dict = {}
+        self._pending: list[tuple[int, dict]] = []
+        self._last_write = time.monotonic()
 
     def _writer(self, kind: str):
         import tensorflow as tf
@@ -60,16 +71,50 @@ class SummaryHook(Hook):
             setattr(self, attr, tf.summary.create_file_writer(f"{self.logdir}/{kind}"))
         return getattr(self, attr)
 
-    def after_loop(self, step, logs):
+    def _write(self, kind: str, rows: list[tuple[int, dict]]) -> None:
+        """Writes rows of (step, {name: value}) with one tf.function call per run of rows
+        sharing the same names."""
         import tensorflow as tf
 
-        with self._writer("train").as_default(step=step):
-            for name, value in logs.items():
-                if name != "steps" and isinstance(value, (int, float)):
-                    tf.summary.scalar(name, value)
-            lr = self._learning_rate(step)
-            if lr is not None:
-                tf.summary.scalar("learning_rate", lr)
+        i = 0
+        while i < len(rows):
+            names = tuple(rows[i][1])
+            j = i
+            while j < len(rows) and tuple(rows[j][1]) == names:
+                j += 1
+            fn = self._write_fns.get((kind, names))
+            if fn is None:
+                writer = self._writer(kind)
+
+                @tf.function(input_signature=[tf.TensorSpec([None], tf.int64),
+                                              tf.TensorSpec([None, len(names)], tf.float32)])
+                def fn(steps, vals):
+                    with writer.as_default():
+                        for k in tf.range(tf.shape(steps)[0]):
+                            for c, name in enumerate(names):
+                                tf.summary.scalar(name, vals[k, c], step=steps[k])
+                self._write_fns[(kind, names)] = fn
+            chunk = rows[i:j]
+            fn(tf.constant([s for s, _ in chunk], tf.int64),
+               tf.constant([[float(v) for v in values.values()] for _, values in chunk], tf.float32))
+            i = j
+
+    def _flush_train(self) -> None:
+        if self._pending:
+            rows, self._pending = self._pending, []
+            self._write("train", rows)
+        self._last_write = time.monotonic()
+
+    def after_loop(self, step, logs):
+        values = {name: value for name, value in logs.items()
+                  if name != "steps" and isinstance(value, (int, float)) and not isinstance(value, bool)}
+        lr = self._learning_rate(step)
+        if lr is not None:
+            values["learning_rate"] = lr
+        if values:
+            self._pending.append((step, values))
+        if time.monotonic() - self._last_write >= self.flush_secs:
+            self._flush_train()
 
     def _learning_rate(self, step: int):
         optimizer = getattr(getattr(self.estimator, "spec", None), "optimizer", None)
@@ -83,18 +128,21 @@ class SummaryHook(Hook):
             return None
 
     def after_eval(self, step, metrics):
-        import tensorflow as tf
-
-        with self._writer("eval").as_default(step=step):
-            for name, value in metrics.items():
-                if name not in ("global_step",) and isinstance(value, (int, float)):
-                    tf.summary.scalar(name, value)
-            self._eval.flush()
+        self._flush_train()
+        values = {name: value for name, value in metrics.items()
+                  if name not in ("global_step",) and isinstance(value, (int, float)) and not isinstance(value, bool)}
+        if values:
+            self._write("eval", [(step, values)])
+        self._writer("eval").flush()
 
     def end(self, step, logs):
+        self._flush_train()
         for writer in (self._train, self._eval):
             if writer is not None:
                 writer.flush()
+
+    def on_exception(self, step, exc):
+        self.end(step, {})
 
 
 class ProgressCallbackHook(Hook):

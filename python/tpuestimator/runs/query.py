@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
 from tpuestimator.runs import naming
-from tpuestimator.runs.record import OWNER_FILE, STEP_KEY
+from tpuestimator.runs.record import OWNER_FILE
 
 logger = logging.getLogger(__name__)
 

@@ -169,6 +169,7 @@ class RunRecorder:
         self._names: list[str] = []
         self._state = "running"
         self._lock = threading.RLock()
+        self.flags: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ creation
     @classmethod
@@ -195,7 +196,17 @@ class RunRecorder:
         """
         run_dir, start = naming.create_run_dir(runs_dir)
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
-        rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=set())
+        # tfruns.d/ appears at once with the properties that make a valid run (a crash at any
+        # later point leaves a listable run): built in a hidden folder, then renamed.
+        tmp = run_dir / f".{naming.RECORD_DIR}.tmp"
+        (tmp / "properties").mkdir(parents=True)
+        first = {"start": f"{start:.3f}", "end": f"{start:.3f}", "completed": "FALSE",
+                 "script": _script_name(script), "type": "training", "context": "local"}
+        for name, text in first.items():
+            (tmp / "properties" / name).write_text(text, encoding="utf-8")
+        os.rename(tmp, rec.record_dir)
+        rec._initialize(config=config, flags=flags, script=script, properties=properties,
+                        existing={"start", "end", "completed"}, attached=False)
         return rec
 
     @classmethod
@@ -222,18 +233,18 @@ class RunRecorder:
             existing.discard("start")
             start = time.time()
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
-        rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing)
+        rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing,
+                        attached=True)
         return rec
 
-    def _initialize(self, *, config, flags, script, properties, existing: set[str]) -> None:
-        script_name = Path(str(script)).name if script else ""
-        if not script_name or script_name in (".", ".."):
-            script_name = "config.yaml"
-        # First the three properties that make a crashed run valid.
-        if "start" not in existing:
-            self._write_property("start", f"{self.start:.3f}")
-        self._write_property("end", f"{max(self.start, time.time()) if existing else self.start:.3f}")
-        self._write_property("completed", "FALSE")
+    def _initialize(self, *, config, flags, script, properties, existing: set[str], attached: bool) -> None:
+        """Writes the first records; properties named in `existing` are left as they are."""
+        script_name = _script_name(script)
+        if attached:  # first the properties that make a crashed run valid
+            if "start" not in existing:
+                self._write_property("start", f"{self.start:.3f}")
+            self._write_property("end", f"{max(self.start, time.time()):.3f}")
+            self._write_property("completed", "FALSE")
         atomic_write_json(self.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
         base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
         base.update(config_properties(config))
@@ -259,7 +270,8 @@ class RunRecorder:
                 old_flat, _ = flatten_flags(old)
                 flat = {**flat, **old_flat}
         atomic_write_json(flags_path, flat)
-        if "script" not in existing:  # else source.tar.gz (if any) holds tfruns's script: keep it
+        self.flags = flat
+        if not attached or "script" not in existing:  # else source.tar.gz holds tfruns's script: keep it
             self._write_source(script, script_name, config)
         for sub in ("train", "eval"):
             (self.logs_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -464,6 +476,35 @@ class RunRecorder:
             arrays = self._metric_arrays()
         return write_metric_pngs(arrays, self.plots_dir)
 
+    def write_hparams(self, metrics: Mapping[str, Any] | None = None, *, step: int | None = None) -> bool:
+        """Writes TensorBoard HParams summaries into ``logs/`` (the flags, and `metrics` at `step`).
+
+        TensorBoard's HParams dashboard then compares the runs of the runs folder by flag.
+        Imports TensorFlow. A failure is logged, never raised: it must not fail a run.
+
+        Args:
+          metrics: final metric values (e.g. the last evaluation); default the evaluation
+            written by `write_evaluation()`, if any.
+          step: their global step; default the last logged step.
+
+        Returns:
+          True when written.
+        """
+        from tpuestimator.runs.query import read_json
+
+        if metrics is None:
+            metrics = read_json(self.record_dir / "evaluation.json") or {}
+        if step is None:
+            step = next((int(s) for s in reversed(self._steps) if s is not None), 0)
+        try:
+            from tpuestimator.tensorboard import write_hparams
+
+            write_hparams(self.logs_dir, self.flags, metrics, trial_id=self.name, step=step)
+            return True
+        except Exception:  # TensorBoard missing or a summary error: the run itself is fine
+            logger.warning("Could not write the HParams summaries of %s", self.run_dir, exc_info=True)
+            return False
+
     # ------------------------------------------------------------------ ending
     def _finish_plots(self) -> None:
         if not self._rows:
@@ -521,6 +562,12 @@ class RunRecorder:
 
     def __repr__(self) -> str:
         return f"RunRecorder({str(self.run_dir)!r}, state={self._state!r})"
+
+
+def _script_name(script: str | os.PathLike | None) -> str:
+    """The ``script`` property: the config file's name (``config.yaml`` for a dict config)."""
+    name = Path(str(script)).name if script else ""
+    return name if name and name not in (".", "..") else "config.yaml"
 
 
 def _int_if_whole(value: float | None) -> float | int | None:

@@ -31,7 +31,7 @@ h2{font-size:16px;margin:0 0 10px 0}
 table{border-collapse:collapse;font-size:13px}
 td,th{border-bottom:1px solid #eaeef2;padding:4px 12px 4px 0;text-align:left;vertical-align:top}
 th{color:#57606a;font-weight:600}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td{font-variant-numeric:tabular-nums}
 tr.diff td{background:#fff8c5}
 pre{background:#f6f8fa;border:1px solid #eaeef2;border-radius:4px;padding:10px;font-size:12px;overflow:auto;max-height:480px;white-space:pre}
 .badge{display:inline-block;border-radius:10px;padding:2px 10px;font-size:12px;font-weight:600;margin-left:10px;vertical-align:middle}
@@ -84,11 +84,7 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None,
         out.append("<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>")
     for i, row in enumerate(rows):
         cls = ' class="diff"' if diff_rows and i in diff_rows else ""
-        cells = []
-        for j, cell in enumerate(row):
-            num = (' class="num"' if j > 0 and len(row) > 2 and isinstance(cell, (int, float))
-                   and not isinstance(cell, bool) else "")
-            cells.append(f"<td{num}>{_esc(format_value(cell))}</td>")
+        cells = [f"<td>{_esc(format_value(cell))}</td>" for cell in row]
         out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "".join(out)

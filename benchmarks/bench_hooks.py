@@ -1,0 +1,211 @@
+"""Cost of the hooks and of the NaN/Inf sentinel on training throughput (steps/s).
+
+ONE Estimator (one model, one input pipeline, one thread) trains in every configuration in
+turn: each repeat runs every configuration for `--loops` device loops, in an order that
+rotates each repeat, switching only what is compared between `train()` calls:
+
+- `bare`: no hooks, `nan_sentinel` off;
+- `sentinel`: no hooks, the NaN/Inf sentinel on (the default);
+- `default_hooks`: what `tpuestimator train` runs: LoggingHook (to a log file, as the run
+  record's output.log) + SummaryHook (TensorBoard scalars) + ProgressBarHook (a no-op when
+  stderr is not a TTY) + HParamsHook (writes only at the end), sentinel on;
+- `host_call`: default_hooks + HostCallHook (every step's loss written on the host;
+  informational: it switches the device loop to one that records every step).
+
+A loop's time runs from one loop boundary to the next (the device loop, the loop's metric
+read, the sentinel and every hook's host work); the first loop of each `train()` call is not
+timed (the per-call set-up is reported apart). Per repeat, each configuration's median loop
+time gives its steps/s; the ratios are per repeat (same minute, same machine load), then the
+median over repeats. (Separate Estimators alternating in threads, as bench_loop.py does,
+showed a bias of up to 2x by construction order on this 2-core machine: far above the 2%
+measured here, so this script keeps one Estimator.)
+
+Targets: sentinel/bare >= 0.98 and default_hooks/sentinel >= 0.98 (each costs at most 2% of
+steps/s). The workload is the `linear` model (784 -> 10): the device step is tiny, so every
+host millisecond per loop shows; with a real model the relative cost is smaller still.
+
+    .venv/bin/python benchmarks/bench_hooks.py [--smoke] [--repeats N] [--loops 10] [--steps-per-loop 100]
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+common.setup_path()
+
+CONFIGS = ("bare", "sentinel", "default_hooks", "host_call")
+TARGETS = {"sentinel/bare": 0.98, "default_hooks/sentinel": 0.98}
+RATIOS = (("sentinel", "bare"), ("default_hooks", "sentinel"), ("default_hooks", "bare"),
+          ("host_call", "default_hooks"))
+REPEATS = 15
+
+
+class _NotATTY:
+    def isatty(self):
+        return False
+
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+
+class Bench:
+    """One Estimator; `run(config, loops)` trains `loops` loops in that configuration and
+    returns the timed loops' (wall s, cpu s) and the call's set-up time."""
+
+    def __init__(self, pattern: str, batch: int, steps_per_loop: int):
+        from tpuestimator.estimator import Estimator, RunConfig
+
+        self.model_dir = common.temp_dir("hooks")
+        self.logs = os.path.join(self.model_dir, "logs")
+        self.steps_per_loop = steps_per_loop
+        self.config = RunConfig(model_dir=self.model_dir, train_batch_size=batch, iterations_per_loop=steps_per_loop,
+                                save_checkpoints_steps=None, nan_sentinel=True)
+        self.estimator = Estimator(common.model_fn_for("linear"), self.config,
+                                   params={"num_classes": common.NUM_CLASSES, "learning_rate": 0.001})
+
+        def input_fn(params):
+            return common.mnist_dataset(pattern, params["batch_size"], seed=params["seed"])
+
+        self.input_fn = input_fn
+        self._hooks: dict = {}
+
+    def hooks(self, config: str) -> list:
+        from tpuestimator.hooks.builtin import LoggingHook, ProgressBarHook, SummaryHook
+        from tpuestimator.hooks.hparams import HParamsHook
+        from tpuestimator.hooks.host_call import HostCallHook
+
+        if config not in self._hooks:
+            hooks: list = []
+            if config in ("default_hooks", "host_call"):
+                hooks = [LoggingHook(1), SummaryHook(self.logs), ProgressBarHook(None, stream=_NotATTY()),
+                         HParamsHook(self.logs, {"model": "linear", "learning_rate": 0.001})]
+            if config == "host_call":
+                hooks.append(HostCallHook(self.logs))
+            self._hooks[config] = hooks
+        return self._hooks[config]
+
+    def run(self, config: str, loops: int) -> tuple[list, float]:
+        from tpuestimator.hooks.base import Hook
+
+        est = self.estimator
+        sentinel = config != "bare"
+        if est.config.nan_sentinel != sentinel:
+            est.config = dataclasses.replace(self.config, nan_sentinel=sentinel)
+            est._loop_reader_fn = None  # rebuilt with (or without) the weights' finiteness check
+        marks: list = []
+
+        class Boundary(Hook):  # last, so every other hook's work falls inside the timed interval
+            def before_loop(self, step):
+                marks.append((time.perf_counter(), time.process_time()))
+
+        t0 = time.perf_counter()
+        est.train(self.input_fn, steps=loops * self.steps_per_loop, hooks=[*self.hooks(config), Boundary()],
+                  save_final_checkpoint=False)
+        end = (time.perf_counter(), time.process_time())
+        marks.append(end)
+        intervals = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(marks, marks[1:])]
+        setup = (marks[0][0] - t0) if marks else 0.0
+        return intervals[1:], setup  # the first loop of a call is not timed
+
+
+def configure_logging(path: str) -> None:
+    """The tpuestimator log goes to a file at INFO, as `tpuestimator train` records output.log."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("tpuestimator")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def main(argv=None) -> int:
+    def extra(p):
+        p.add_argument("--configs", default=",".join(CONFIGS))
+        p.add_argument("--records", type=int, default=None, help="random records to generate (default 10000)")
+        p.add_argument("--batch-size", type=int, default=128)
+        p.add_argument("--steps-per-loop", type=int, default=common.STEPS_PER_LOOP)
+        p.add_argument("--loops", type=int, default=10, help="timed loops per configuration per repeat (+1 untimed)")
+        p.add_argument("--name", default="hooks", help="result file name (<out>/<name>.json)")
+
+    args = common.standard_args(__doc__.splitlines()[0], argv, extra, default_repeats=None)
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    workdir = common.temp_dir("hooks")
+    configure_logging(os.path.join(workdir, "tpuestimator.log"))
+    records = args.records or (512 if args.smoke else 10_000)
+    pattern = common.write_mnist_records(os.path.join(workdir, "data"), records)
+    configs = tuple(args.configs.split(","))
+    repeats = args.repeats or (2 if args.smoke else REPEATS)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    bench = Bench(pattern, args.batch_size, args.steps_per_loop)
+    for name in configs:  # warm-up: tracing of every loop and hook function
+        bench.run(name, 2)
+    loops_per_run = 2 if args.smoke else args.loops
+    log(f"linear: {configs}, {repeats} repeats x {loops_per_run} loops of {args.steps_per_loop} steps")
+    per_repeat = {name: [] for name in configs}  # steps/s per repeat (median loop)
+    cpu_per_repeat = {name: [] for name in configs}
+    setups = {name: [] for name in configs}
+    all_loops = {name: [] for name in configs}
+    t0 = time.perf_counter()
+    for r in range(repeats):
+        k = r % len(configs)
+        for name in configs[k:] + configs[:k]:
+            loops, setup = bench.run(name, loops_per_run)
+            all_loops[name].extend(loops)
+            per_repeat[name].append(args.steps_per_loop / statistics.median(w for w, _ in loops))
+            cpu_per_repeat[name].append(statistics.median(c for _, c in loops))
+            setups[name].append(setup)
+        if (r + 1) % max(1, repeats // 5) == 0:
+            log(f"    repeat {r + 1}/{repeats}")
+    log(f"  {repeats} repeats in {time.perf_counter() - t0:.0f}s")
+    results = {"configs": {n: {**common.loop_stats(all_loops[n], args.steps_per_loop),
+                               "steps_per_sec_per_repeat": common.summarize(per_repeat[n]),
+                               "train_call_setup_ms": common.summarize([1000 * v for v in setups[n]])}
+                           for n in configs},
+               "plan": {"repeats": repeats, "loops_per_repeat": loops_per_run, "steps_per_loop": args.steps_per_loop,
+                        "batch_size": args.batch_size, "workload": "linear", "warmup_loops_per_config": 2}}
+    ratios, targets = {}, {}
+    for a, b in RATIOS:
+        if a in per_repeat and b in per_repeat:
+            key = f"{a}/{b}"
+            r = common.summarize([x / y for x, y in zip(per_repeat[a], per_repeat[b])])
+            cpu = common.summarize([y / x for x, y in zip(cpu_per_repeat[a], cpu_per_repeat[b]) if x > 0])
+            results.setdefault("ratios", {})[key] = {"steps_per_sec": r, "cpu_efficiency": cpu}
+            target = TARGETS.get(key)
+            ratios[key] = common.check_target(r, target) if target else r
+            if target:
+                targets[key] = target
+            log(f"  {key} = {common.fmt_ratio(r)} (median [min-max] of {len(per_repeat[a])} repeats); "
+                f"cpu-efficiency {common.fmt_ratio(cpu)}"
+                + (f"; target >= {target}: {'met' if ratios[key]['met'] else 'MISSED'}" if target else ""))
+    for name, c in results["configs"].items():
+        log(f"  {name}: {c['steps_per_sec_per_repeat']['median']:.1f} steps/s (median of repeats); cpu "
+            f"{c['cpu_ms_per_100_steps']['median']:.2f} ms/100 steps; train() set-up "
+            f"{c['train_call_setup_ms']['median']:.1f} ms")
+    path = common.write_results(args.name, args.out, smoke=args.smoke, args=vars(args), results=results,
+                                ratios=ratios, targets=targets,
+                                notes=["one Estimator; configurations alternate train() call by train() call, in "
+                                       "an order rotating each repeat; a loop's time runs from one loop boundary "
+                                       "to the next (all host work of the hooks, the sentinel and the loop's "
+                                       "metric read included); the first loop of each call is not timed; ratios "
+                                       "are per repeat (median loop time per configuration), then the median"])
+    log(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""Replaying training steps on the host, outside the device loop.
+
+Used twice:
+
+- by the NaN/Inf sentinel after a loop went non-finite (`find_first_nonfinite`): a fresh,
+  non-distributed copy of the model restores the last good checkpoint and replays the steps
+  since, from the same input position, through the same input function with the same seed,
+  checking each step's loss, gradients and updated weights; it stops at the first non-finite
+  step and keeps its batch and the state just before it. Normal runs pay nothing for this:
+  nothing is recorded while training; the replay only runs after a failure.
+- by `tpuestimator debug replay BUNDLE` (`replay_bundle`): restores the bundle's checkpoint
+  and runs the bundled step once with `tf.debugging.enable_check_numerics()`, which names the
+  first op that produced NaN/Inf and the source line that created it.
+
+A step is replayed exactly as the device loop runs it: each replica's batch goes through the
+same `forward_backward` (loss averaged over the GLOBAL batch), the replicas' gradients are
+summed (the all-reduce) and applied once. Models with random ops (dropout) draw different
+random numbers on the host, so a replay of such a model may differ from the device run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Mapping
+
+logger = logging.getLogger(__name__)
+
+
+def _replay_estimator_class():
+    from tpuestimator.estimator import Estimator
+
+    class ReplayEstimator(Estimator):
+        """An Estimator on one CPU replica that builds the model with the ORIGINAL per-replica
+        batch and replica count (a model function may depend on them)."""
+
+        def __init__(self, *args, replica_batch: int, num_replicas: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._replica_batch = replica_batch
+            self._orig_replicas = num_replicas
+            self.nonfinite_report = False
+
+        def _params(self, mode, global_batch, field, input_context=None):
+            params = super()._params(mode, global_batch, field, input_context)
+            params.update(batch_size=self._replica_batch, global_batch_size=self._replica_batch * self._orig_replicas,
+                          num_replicas=self._orig_replicas)
+            return params
+
+    return ReplayEstimator
+
+
+@dataclasses.dataclass
+class StepCheck:
+    """What one replayed step produced."""
+
+    step: int
+    loss: float
+    loss_finite: bool
+    bad_gradients: list[str]
+    bad_weights: list[str]
+
+    @property
+    def finite(self) -> bool:
+        return self.loss_finite and not self.bad_gradients and not self.bad_weights
+
+    def what(self) -> str:
+        if not self.loss_finite:
+            return "loss"
+        if self.bad_gradients:
+            return "gradients"
+        if self.bad_weights:
+            return "weights"
+        return "none"
+
+
+class HostReplay:
+    """A non-distributed copy of a model for replaying training steps on the host CPU.
+
+    Args:
+      model_fn: the model function.
+      params: the model function's params (without the Estimator's additions).
+      replica_batch: the per-replica batch of the original run.
+      num_replicas: the original replica count (its gradients are summed per step).
+      probe_input_fn: an input function whose element spec gives the feature spec.
+      precision, seed, warm_start_from: as in the original RunConfig.
+    """
+
+    def __init__(self, model_fn: Callable, params: Mapping[str, Any], *, replica_batch: int, num_replicas: int,
+                 probe_input_fn: Callable, precision: str = "float32", seed: int | None = 42,
+                 warm_start_from: str | None = None):
+        import tensorflow as tf
+
+        from tpuestimator.estimator import RunConfig
+        from tpuestimator.spec import Mode
+
+        self.replica_batch = int(replica_batch)
+        self.num_replicas = int(num_replicas)
+        self.global_batch = self.replica_batch * self.num_replicas
+        self._tmp = tempfile.mkdtemp(prefix="tpue-replay-")
+        config = RunConfig(model_dir=self._tmp, train_batch_size=self.replica_batch,
+                           eval_batch_size=self.replica_batch, predict_batch_size=self.replica_batch,
+                           iterations_per_loop=1, save_checkpoints_steps=None, strategy="cpu", precision=precision,
+                           seed=seed, nan_sentinel=False, warm_start_from=warm_start_from)
+        cls = _replay_estimator_class()
+        self.estimator = cls(model_fn, config, params, replica_batch=self.replica_batch,
+                             num_replicas=self.num_replicas, strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+        self.estimator._ensure_built(probe_input_fn, Mode.TRAIN, self.replica_batch, "train.batch_size")
+        est = self.estimator
+        self.model = est._spec.model
+        self.optimizer = est._optimizer
+        self.loss_scaled = precision == "mixed_float16"
+        self._state = [*self.model.variables, *self.optimizer.variables, est._step]
+        self._shadow = None
+        self._step_fn = None
+
+    # ------------------------------------------------------------------ state
+    def restore(self, checkpoint: str | None) -> int:
+        """Restores model, optimizer and step from `checkpoint` (None: keep the initial state)."""
+        if checkpoint:
+            self.estimator._checkpoint.restore(checkpoint).assert_existing_objects_matched()
+        return int(self.estimator._step.numpy())
+
+    def snapshot(self) -> None:
+        """Copies the whole training state aside (to return to it with `rollback`)."""
+        import tensorflow as tf
+
+        if self._shadow is None:
+            with self.estimator.strategy.scope():
+                self._shadow = [tf.Variable(tf.convert_to_tensor(v), trainable=False) for v in self._state]
+        for s, v in zip(self._shadow, self._state):
+            s.assign(tf.convert_to_tensor(v))
+
+    def rollback(self) -> None:
+        for s, v in zip(self._shadow, self._state):
+            v.assign(s.read_value())
+
+    def save(self, prefix: str) -> str:
+        """Writes the current state (model, optimizer, step) as a checkpoint; returns its path."""
+        return self.estimator._checkpoint.write(prefix)
+
+    # ------------------------------------------------------------------ steps
+    def _build_step(self):
+        import tensorflow as tf
+
+        est = self.estimator
+        forward_backward = est._make_forward_backward(self.global_batch)
+        variables = self.model.trainable_variables
+        names = [v.path if hasattr(v, "path") else v.name for v in variables]
+        self.variable_names = names
+        check_grads = not self.loss_scaled  # a loss-scaled optimizer skips non-finite gradients by design
+
+        def finite(x):
+            if x is None:
+                return tf.constant(True)
+            if isinstance(x, tf.IndexedSlices):
+                x = x.values
+            return tf.reduce_all(tf.math.is_finite(tf.cast(x, tf.float32)))
+
+        def replica_fn(batches):
+            per_examples, total = [], None
+            for features, labels in batches:
+                per_example, grads, _ = forward_backward(features, labels)
+                per_examples.append(per_example)
+                if total is None:
+                    total = list(grads)
+                else:
+                    total = [a if b is None else (b if a is None else tf.convert_to_tensor(a) + tf.convert_to_tensor(b))
+                             for a, b in zip(total, grads)]
+            per_example = tf.concat(per_examples, 0)
+            # The loss the step differentiates is the sum over the global batch / its size: it
+            # can overflow to Inf while every per-example loss is finite.
+            loss = tf.reduce_sum(per_example) / self.global_batch
+            loss_ok = tf.logical_and(tf.reduce_all(tf.math.is_finite(per_example)), tf.math.is_finite(loss))
+            grads_ok = tf.stack([finite(g) if check_grads else tf.constant(True) for g in total])
+            self.optimizer.apply_gradients(zip(total, variables))
+            weights_ok = tf.stack([finite(v) for v in variables])
+            return loss, loss_ok, grads_ok, weights_ok
+
+        @tf.function
+        def step(batches):
+            return est.strategy.run(replica_fn, args=(batches,))
+        return step
+
+    def run_step(self, step: int, batches) -> StepCheck:
+        """Runs one training step on `batches` (one (features, labels) per original replica)."""
+        if self._step_fn is None:
+            self._step_fn = self._build_step()
+        loss, loss_ok, grads_ok, weights_ok = self._step_fn(tuple(batches))
+        self.estimator._step.assign_add(1)
+        grads_ok, weights_ok = grads_ok.numpy().tolist(), weights_ok.numpy().tolist()
+        return StepCheck(step=step, loss=float(loss), loss_finite=bool(loss_ok),
+                         bad_gradients=[n for n, ok in zip(self.variable_names, grads_ok) if not ok],
+                         bad_weights=[n for n, ok in zip(self.variable_names, weights_ok) if not ok])
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- sentinel search
+@dataclasses.dataclass
+class Finding:
+    """The result of `find_first_nonfinite`."""
+
+    reproduced: bool
+    step: int | None = None  # the 1-based step that went non-finite (global step after it)
+    check: StepCheck | None = None
+    batches: list | None = None  # [(features, labels)] per replica, numpy
+    checkpoint: str | None = None  # state just before `step`, written into the bundle
+    start_checkpoint: str | None = None
+    replayed_steps: int = 0
+    note: str = ""
+
+
+def _checkpoint_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        return int(path.rsplit("-", 1)[-1])
+    except ValueError:
+        return None
+
+
+def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix: str,
+                         max_steps: int = 20_000) -> Finding:
+    """Replays `estimator`'s training on the host from its last good checkpoint up to
+    `fail_step` and returns the first step whose loss, gradients or weights went non-finite.
+
+    The input is rebuilt with the parameters the training iterator was created with (same
+    seed, same `start_step`), skipped to the checkpoint's position, and read without
+    distribution: global step k consumed the per-replica batches k*R .. k*R+R-1 of the
+    worker's input (R local replicas). Under multi-worker training only this worker's shard
+    is replayed.
+    """
+    import numpy as np
+
+    from tpuestimator.estimator import _split
+    from tpuestimator.spec import Mode
+
+    train_iter = getattr(estimator, "_train_iter", None)
+    if not train_iter:
+        return Finding(False, note="no training input to replay")
+    input_fn = train_iter[0]
+    origin = int(getattr(estimator, "_train_input_origin", 0))
+    latest = estimator._manager.latest_checkpoint
+    start = _checkpoint_step(latest)
+    if latest is None:
+        if origin != 0:
+            return Finding(False, note=f"no checkpoint to start from (the input started at step {origin})")
+        start = 0
+    if start < origin:
+        return Finding(False, start_checkpoint=latest,
+                       note=f"the last checkpoint (step {start}) predates this input (started at step {origin})")
+    if fail_step - start > max_steps:
+        return Finding(False, start_checkpoint=latest,
+                       note=f"{fail_step - start} steps since the last checkpoint exceed the replay limit of {max_steps}; "
+                            "save checkpoints more often (train.save_checkpoints_steps) to get a repro bundle")
+    replicas = estimator.num_replicas
+    replica_batch = estimator.per_replica_batch(estimator.config.train_batch_size, "train.batch_size")
+    params = estimator._params(Mode.TRAIN, estimator.config.train_batch_size, "train.batch_size")
+    params["start_step"] = origin
+    params["input_context"] = None
+    replay = HostReplay(estimator.model_fn, estimator.params, replica_batch=replica_batch, num_replicas=replicas,
+                        probe_input_fn=input_fn, precision=estimator.config.precision, seed=estimator.config.seed,
+                        warm_start_from=estimator.config.warm_start_from if latest is None else None)
+    try:
+        replay.restore(latest)
+        dataset = input_fn(params).skip((start - origin) * replicas)
+        iterator = iter(dataset)
+        finding = Finding(False, start_checkpoint=latest)
+        for step in range(start + 1, fail_step + 1):
+            batches = []
+            try:
+                for _ in range(replicas):
+                    batches.append(_split(next(iterator)))
+            except StopIteration:
+                finding.note = f"the input ended at step {step} during the replay"
+                return finding
+            replay.snapshot()
+            check = replay.run_step(step, batches)
+            finding.replayed_steps += 1
+            if not check.finite:
+                replay.rollback()
+                os.makedirs(os.path.dirname(bundle_checkpoint_prefix), exist_ok=True)
+                path = replay.save(bundle_checkpoint_prefix)
+                as_numpy = [({k: np.asarray(v) for k, v in f.items()}, None if y is None else np.asarray(y))
+                            for f, y in batches]
+                return Finding(True, step=step, check=check, batches=as_numpy, checkpoint=path,
+                               start_checkpoint=latest, replayed_steps=finding.replayed_steps)
+        finding.note = (f"the host replay of steps {start + 1}..{fail_step} stayed finite: the device run differs "
+                        "numerically (replica count, XLA, random ops such as dropout)")
+        return finding
+    finally:
+        replay.close()
+
+
+# ---------------------------------------------------------------------- bundle replay
+def replay_bundle(bundle_dir: str, *, model_fn: Callable | None = None, check_numerics: bool = True) -> dict:
+    """Re-runs a bundle's offending step from its checkpoint with check-numerics mode on.
+
+    Args:
+      bundle_dir: the bundle (or the report folder holding `bundle/`).
+      model_fn: the model function, when the bundle could not record an importable one.
+      check_numerics: False to run the step plainly (reports what went non-finite).
+
+    Returns:
+      dict with `step`, `reproduced`, `what` (loss/gradients/weights/op), `op` (the parsed
+      check-numerics error: op_name, op_type, kind, source, user_source; None when the
+      step stayed finite) and `message` (a one-line summary).
+    """
+    import tensorflow as tf
+
+    from tpuestimator.debug import bundle as bundle_io
+    from tpuestimator.debug.numerics import describe, parse_check_numerics_error
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.models import resolve_model_fn
+
+    info = bundle_io.read_json(bundle_dir)
+    root = info["_dir"]
+    if model_fn is None:
+        ref = info.get("model")
+        if not ref:
+            raise ConfigError("BUNDLE", root, "a bundle whose model function can be imported (this one was trained "
+                              "with an in-memory model function: pass model_fn= to replay_bundle)")
+        model_fn = resolve_model_fn(ref)
+    if not info.get("checkpoint"):
+        raise ConfigError("BUNDLE", root, "a bundle holding the offending step (this report could not reproduce the "
+                          "failure on the host; see report.txt)")
+    batch_path = os.path.join(root, bundle_io.BATCH_FILE)
+    feature_dtypes = {k: v[1] for k, v in (info.get("feature_spec") or {}).items()}
+    records = bundle_io.read_batches(batch_path, feature_dtypes, info.get("labels_dtype"))
+    if not records:
+        raise ConfigError("BUNDLE", root, f"a bundle with a batch in {bundle_io.BATCH_FILE}")
+    step, features, labels = records[0]
+    replicas = int(info["num_replicas"])
+    replica_batch = int(info["replica_batch"])
+
+    def split(x):
+        return [x[i * replica_batch:(i + 1) * replica_batch] for i in range(replicas)]
+
+    per_feature = {k: split(v) for k, v in features.items()}
+    per_labels = split(labels) if labels is not None else [None] * replicas
+    batches = [({k: per_feature[k][i] for k in features}, per_labels[i]) for i in range(replicas)]
+
+    def probe_input_fn(params):
+        f, y = batches[0]
+        return tf.data.Dataset.from_tensors((f, y) if y is not None else f)
+
+    replay = HostReplay(model_fn, info.get("params") or {}, replica_batch=replica_batch, num_replicas=replicas,
+                        probe_input_fn=probe_input_fn, precision=info.get("precision", "float32"),
+                        seed=info.get("seed"))
+    result: dict[str, Any] = {"step": step, "bundle": root, "reproduced": False, "what": None, "op": None}
+    try:
+        replay.restore(os.path.join(root, info["checkpoint"]))
+        if check_numerics:
+            tf.debugging.enable_check_numerics()
+        try:
+            check = replay.run_step(step, batches)
+        except Exception as exc:  # noqa: BLE001 - only a check-numerics error is an answer
+            found = parse_check_numerics_error(str(exc))
+            if found is None:
+                raise
+            result.update(reproduced=True, what="op", op=found,
+                          message=f"step {step}: {describe(found)}")
+            return result
+        finally:
+            if check_numerics:
+                tf.debugging.disable_check_numerics()
+        result.update(reproduced=not check.finite, what=check.what(), loss=check.loss,
+                      bad_gradients=check.bad_gradients, bad_weights=check.bad_weights)
+        result["message"] = (f"step {step}: the {check.what()} went non-finite" if not check.finite else
+                             f"step {step} stayed finite when replayed on the host: the failure did not reproduce")
+        return result
+    finally:
+        replay.close()

@@ -1,0 +1,104 @@
+"""The benchmark scripts still run: each in `--smoke` mode (tiny sizes), in a subprocess,
+producing a well-formed result file. Nothing here asserts on speed."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+
+pytestmark = pytest.mark.slow
+
+# script -> (result name, workload keys expected in results)
+SCRIPTS = {
+    "bench_loop.py": ("loop", ["linear", "cnn"]),
+    "bench_eval.py": ("eval", ["linear", "cnn"]),
+    "bench_checkpoint.py": ("checkpoint", ["linear", "cnn"]),
+    "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
+}
+
+
+def _run(args: list[str], tmp_path: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{args} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _check_stats(stats: dict, where: str) -> None:
+    for key in ("n", "median", "min", "max", "spread"):
+        assert key in stats, f"{where}: no {key}"
+    assert stats["n"] >= 1, where
+    assert stats["median"] is not None and math.isfinite(stats["median"]) and stats["median"] > 0, where
+    assert stats["min"] <= stats["median"] <= stats["max"], where
+
+
+def _check_result(path: Path, name: str, keys: list[str]) -> dict:
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == name
+    assert data["smoke"] is True
+    assert data["machine"]["tensorflow"] and data["machine"]["logical_cpus"] >= 1
+    for key in keys:
+        assert key in data["results"], f"{name}: no results for {key}"
+    assert data["ratios"], f"{name}: no ratios"
+    for key, stats in data["ratios"].items():
+        _check_stats(stats, f"{name}:{key}")
+        if "target" in stats:
+            assert isinstance(stats["met"], bool)
+    return data
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_benchmark_script_smoke(script, tmp_path):
+    name, keys = SCRIPTS[script]
+    out = tmp_path / "results"
+    _run([str(BENCH / script), "--smoke", "--out", str(out)], tmp_path)
+    data = _check_result(out / f"{name}.json", name, keys)
+    if name == "loop":
+        linear = data["results"]["linear"]
+        assert {"bare", "keras", "estimator"} <= set(linear["configs"])
+        for cfg in linear["configs"].values():
+            _check_stats(cfg["steps_per_sec"], "loop config")
+        assert "linear:estimator/bare" in data["ratios"] and data["ratios"]["linear:estimator/bare"]["target"] == 0.90
+    if name == "eval":
+        checks = data["results"]["linear"]["checks"]
+        assert checks["predict_count_estimator"] == checks["predict_count_bare"] == 300
+        assert checks["predict_same_classes"] is True
+        assert checks["eval_accuracy_estimator"] == pytest.approx(checks["eval_accuracy_bare"], abs=1e-6)
+    if name == "checkpoint":
+        for workload in keys:
+            assert isinstance(data["results"][workload]["async_checkpoint"]["works"], bool)
+    if name == "startup":
+        assert data["ratios"]["cli/bare"]["target"] == 1.5
+
+
+def test_gpu_script_dry_run_on_cpu(tmp_path):
+    """benchmarks/gpu/run_gpu.sh runs end to end (on the CPU, tiny sizes) and writes its JSON."""
+    out = tmp_path / "gpu"
+    env = dict(os.environ, GPU_BENCH_ALLOW_CPU="1", GPU_BENCH_SMOKE="1", GPU_BENCH_ROUNDS="1",
+               PYTHONPATH=str(REPO / "python"))
+    proc = subprocess.run(["bash", str(BENCH / "gpu" / "run_gpu.sh"), sys.executable, str(out)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cnn = json.loads((out / "gpu_cnn.json").read_text())
+    assert {"cnn@float32", "cnn@mixed_bfloat16+jit", "cnn@mixed_float16+jit"} <= set(cnn["results"])
+    assert json.loads((out / "gpu_linear.json").read_text())["results"]["linear"]["configs"]
+
+
+def test_run_all_report_renders_the_readme_table(tmp_path):
+    """run_all.py --report-only rebuilds the figures table from result files without running anything."""
+    out = tmp_path / "results"
+    _run([str(BENCH / "bench_startup.py"), "--smoke", "--repeats", "1", "--out", str(out)], tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- figures:begin -->\nold\n<!-- figures:end -->\n\nkept\n")
+    _run([str(BENCH / "run_all.py"), "--report-only", "--results", str(out), "--readme", str(readme)], tmp_path)
+    text = readme.read_text()
+    assert "old" not in text and "kept" in text and "cli/bare" in text

@@ -1,0 +1,165 @@
+"""The NaN/Inf sentinel: stop within one loop, report + repro bundle, finite last checkpoint,
+CLI exit status and run record, and `tpuestimator debug replay` naming the op."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+LR_OVERRIDES = ["model=mlp", "params.optimizer=sgd", "params.learning_rate=1.0e+10", "params.hidden_units=[16]",
+                "train.max_steps=40", "train.iterations_per_loop=2", "train.save_checkpoints_steps=2",
+                "eval.every_n_steps=null", "export.enabled=false", "run.model_dir=model"]
+
+
+@pytest.fixture(scope="module")
+def diverged(tmp_path_factory):
+    """`tpuestimator train` with learning rate 1e10 (digits, 2-step loops): fails at step 4."""
+    import os
+
+    root = tmp_path_factory.mktemp("sentinel")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "python")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    cli = [sys.executable, "-m", "tpuestimator"]
+    subprocess.run(cli + ["example", "digits", "--out", "d"], cwd=root, env=env, check=True, capture_output=True,
+                   timeout=60)
+    args = cli + ["train", "d/digits.yaml", "--runs-dir", "runs"]
+    for item in LR_OVERRIDES:
+        args += ["--set", item]
+    proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return root, env, proc
+
+
+def _report(root: Path) -> tuple[Path, dict]:
+    reports = sorted((root / "model" / "debug").glob("nonfinite-step-*"))
+    assert len(reports) == 1, reports
+    return reports[0], json.loads((reports[0] / "report.json").read_text())
+
+
+def test_cli_stops_within_one_loop_and_exits_non_zero_with_the_report(diverged):
+    root, _, proc = diverged
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "NaN or Inf" in proc.stderr and "report.txt" in proc.stderr and "debug replay" in proc.stderr
+    report_dir, report = _report(root)
+    first = report["first_nonfinite"]
+    assert report["reproduced_on_host"] and first is not None
+    # The sentinel stopped at the end of the loop holding the first non-finite step: within one loop.
+    loop = report["failed_loop"]
+    assert loop["first_step"] <= first["step"] <= loop["last_step"] == report["global_step"]
+    assert loop["last_step"] - loop["first_step"] + 1 <= 2
+    assert first["what"] in ("loss", "gradients", "weights")
+    assert report["last_good_checkpoint"].endswith(f"ckpt-{loop['first_step'] - 1}")
+    text = (report_dir / "report.txt").read_text()
+    assert f"step {first['step']}" in text and "tpuestimator debug replay" in text
+    bundle = report_dir / "bundle"
+    for name in ("bundle.json", "config.yaml", "batch.tfrecord", "checkpoint"):
+        assert (bundle / name).exists(), name
+    # No checkpoint of the non-finite loop was written.
+    steps = sorted(int(p.name.split("-")[1].split(".")[0]) for p in (root / "model").glob("ckpt-*.index"))
+    assert steps and max(steps) < first["step"]
+
+
+def test_run_record_shows_the_failure(diverged):
+    root, _, _ = diverged
+    (run_dir,) = [p for p in (root / "runs").iterdir() if p.is_dir()]
+    error = json.loads((run_dir / "tfruns.d" / "error.json").read_text())
+    assert "NonFiniteError" in error["message"] and "report.txt" in error["message"]
+    assert (run_dir / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
+    assert json.loads((run_dir / "nonfinite" / "report.json").read_text())["error"] == "NonFiniteError"
+
+
+def test_last_checkpoint_is_finite_and_loads(diverged):
+    import tensorflow as tf
+
+    from tpuestimator.job import build_estimator, load_job_config
+
+    root, _, _ = diverged
+    latest = tf.train.latest_checkpoint(str(root / "model"))
+    reader = tf.train.load_checkpoint(latest)
+    for name, _ in tf.train.list_variables(latest):
+        value = reader.get_tensor(name)
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            assert np.all(np.isfinite(value)), name
+    cfg = load_job_config(str(root / "model"))
+    est = build_estimator(cfg, model_dir=str(root / "model"))
+    from tpuestimator.job import _input_fn
+
+    metrics = est.evaluate(_input_fn(cfg, "eval"), steps=1)  # builds the model and restores the checkpoint
+    assert metrics["global_step"] == int(latest.rsplit("-", 1)[1])
+    # (The weights are finite but huge after two steps at lr 1e10: the eval loss itself may overflow.)
+    for v in est.model.weights:
+        assert np.all(np.isfinite(v.numpy())), v.path
+
+
+def test_debug_replay_names_the_op(diverged):
+    root, env, _ = diverged
+    report_dir, report = _report(root)
+    proc = subprocess.run([sys.executable, "-m", "tpuestimator", "debug", "replay", str(report_dir / "bundle"),
+                           "--json"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["reproduced"] and result["step"] == report["first_nonfinite"]["step"]
+    op = result["op"]
+    assert op["op_type"] and op["op_name"] and op["kind"] in ("NaN", "Inf", "-Inf")
+    assert op["source"]["line"] > 0 and op["source"]["file"].endswith(".py")
+
+
+# ------------------------------------------------------------------ in process: a poisoned record
+def log_model(params):
+    """A model that takes the log of its input: a negative input value makes NaN in user code."""
+    import keras
+    import tensorflow as tf
+
+    from tpuestimator.spec import ModelSpec
+
+    inputs = keras.Input(shape=(4,), name="x")
+    logs = keras.layers.Lambda(lambda t: tf.math.log(t), name="log")(inputs)  # the line replay must name
+    logits = keras.layers.Dense(3, name="logits")(logs)
+    return ModelSpec(model=keras.Model(inputs, logits),
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None),
+                     optimizer=keras.optimizers.SGD(0.01))
+
+
+def test_poisoned_batch_is_found_bundled_and_replayed_to_the_user_line(tmp_path):
+    import inspect
+
+    from helpers import array_input_fn
+    from tpuestimator import Estimator, RunConfig
+    from tpuestimator.debug.bundle import read_batches, read_json
+    from tpuestimator.debug.replay import replay_bundle
+    from tpuestimator.errors import NonFiniteError
+
+    rng = np.random.RandomState(0)
+    x = rng.uniform(0.5, 1.5, size=(64, 4)).astype("float32")
+    y = rng.randint(0, 3, size=64).astype("int32")
+    x[4 * 8 + 3, 2] = -1.0  # batch size 8: step 5 reads rows 32..39
+    est = Estimator(log_model, RunConfig(model_dir=str(tmp_path / "m"), train_batch_size=8, iterations_per_loop=2,
+                                         save_checkpoints_steps=2, strategy="cpu"))
+    with pytest.raises(NonFiniteError) as info:
+        est.train(array_input_fn(x, y), max_steps=20)
+    err = info.value
+    assert err.step == 6 and err.report_path
+    report = json.loads((Path(err.report_path) / "report.json").read_text())
+    assert report["first_nonfinite"]["step"] == 5 and report["first_nonfinite"]["what"] == "loss"
+    assert report["last_good_checkpoint"].endswith("ckpt-4")
+    bundle = read_json(err.report_path)
+    assert bundle["model"] == f"{__name__}:log_model"
+    ((step, features, labels),) = read_batches(str(Path(bundle["_dir"]) / "batch.tfrecord"))
+    assert step == 5
+    np.testing.assert_array_equal(features["x"].numpy(), x[32:40])
+    np.testing.assert_array_equal(labels.numpy(), y[32:40])
+
+    result = replay_bundle(err.report_path)
+    assert result["reproduced"] and result["op"]["op_type"] == "Log"
+    assert result["op"]["kind"] == "NaN"
+    user = result["op"]["user_source"]
+    line = next(i for i, text in enumerate(inspect.getsource(log_model).splitlines())
+                if "the line replay must name" in text) + log_model.__code__.co_firstlineno
+    assert user["file"] == __file__ and user["line"] == line
+    # Check-numerics was switched off again: the same step without it reports the loss.
+    plain = replay_bundle(err.report_path, check_numerics=False)
+    assert plain["reproduced"] and plain["what"] == "loss"

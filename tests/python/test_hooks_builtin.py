@@ -1,0 +1,177 @@
+"""Built-in hooks: TensorBoard scalars (loop logs, report values, per-step host_call values),
+HParams, checkpoint saving, profiling steps a..b, watching model outputs."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from helpers import array_input_fn, make_data
+
+
+def report_model(params):
+    """A linear classifier that reports its batch accuracy every step (ModelSpec.report)."""
+    import keras
+    import tensorflow as tf
+
+    from tpuestimator.spec import ModelSpec
+
+    inputs = keras.Input(shape=(20,), name="x")
+    hidden = keras.layers.Dense(8, activation="relu", name="hidden")(inputs)
+    logits = keras.layers.Dense(3, name="logits")(hidden)
+
+    def batch_accuracy(labels, outputs):
+        return tf.reduce_mean(tf.cast(tf.equal(tf.argmax(outputs, -1, output_type=tf.int32), labels), tf.float32))
+
+    return ModelSpec(model=keras.Model(inputs, logits),
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None),
+                     optimizer=keras.optimizers.SGD(0.1), report={"batch_accuracy": batch_accuracy},
+                     predictions=lambda out: {"probabilities": tf.nn.softmax(out)})
+
+
+def _estimator(tmp_path, **kw):
+    from tpuestimator import Estimator, RunConfig
+
+    cfg = dict(model_dir=str(tmp_path / "model"), train_batch_size=32, iterations_per_loop=5,
+               save_checkpoints_steps=None, strategy="cpu")
+    cfg.update(kw)
+    return Estimator(report_model, RunConfig(**cfg))
+
+
+def _scalars(logdir) -> dict:
+    """{tag: [(step, value)]} of every TF2 scalar summary under `logdir` (one run folder)."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    acc = event_accumulator.EventAccumulator(str(logdir), size_guidance={"tensors": 0})
+    acc.Reload()
+    out = {}
+    for tag in acc.Tags()["tensors"]:
+        out[tag] = [(e.step, float(np.asarray(__import__("tensorflow").make_ndarray(e.tensor_proto))))
+                    for e in acc.Tensors(tag)]
+    return out
+
+
+def test_summary_hook_writes_loop_logs_report_values_and_learning_rate(tmp_path):
+    from tpuestimator.hooks.builtin import SummaryHook
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path)
+    hook = SummaryHook(str(tmp_path / "logs"))
+    est.train(array_input_fn(x, y), max_steps=15, hooks=[hook])
+    hook.end(15, {})
+    scalars = _scalars(tmp_path / "logs" / "train")
+    for tag in ("loss", "steps_per_sec", "examples_per_sec", "batch_accuracy", "learning_rate"):
+        assert [s for s, _ in scalars[tag]] == [5, 10, 15], tag
+    assert all(v > 0 for _, v in scalars["steps_per_sec"])
+    assert all(0.0 <= v <= 1.0 for _, v in scalars["batch_accuracy"])
+    assert scalars["learning_rate"][0][1] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_host_call_hook_writes_every_step_and_costs_nothing_when_off(tmp_path, replicas):
+    import tensorflow as tf
+
+    from tpuestimator.hooks.host_call import HostCallHook
+
+    x, y = make_data(256)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if replicas == 2 else None
+    est = _estimator(tmp_path, strategy="mirrored" if replicas == 2 else "cpu")
+    if strategy is not None:
+        from tpuestimator import Estimator
+
+        est = Estimator(report_model, est.config, strategy=strategy)
+    loop_logs = []
+    est.train(array_input_fn(x, y), max_steps=5, hooks=[lambda e, i: loop_logs.append(i) if e == "after_loop" else None])
+    assert est._per_step_loop is None  # no HostCallHook: the default loop, no buffers
+    calls = []
+    hook = HostCallHook(str(tmp_path / "logs"), fn=lambda step, values: calls.append((step, values)),
+                        keep_history=True)
+    est.train(array_input_fn(x, y), max_steps=17,
+              hooks=[hook, lambda e, i: loop_logs.append(i) if e == "after_loop" else None])
+    hook.close()
+    assert [s for s, _ in calls] == list(range(6, 18))
+    assert all(set(v) == {"loss", "batch_accuracy"} for _, v in calls)
+    # The per-step values average to the loop's mean loss (loops 6..10, 11..15, 16..17).
+    for log, (lo, hi) in zip(loop_logs[1:], [(6, 10), (11, 15), (16, 17)]):
+        steps = [v["loss"] for s, v in calls if lo <= s <= hi]
+        assert log["loss"] == pytest.approx(float(np.mean(steps)), rel=1e-5)
+    scalars = _scalars(tmp_path / "logs" / "train")
+    assert [s for s, _ in scalars["step/loss"]] == list(range(6, 18))
+    assert [v for _, v in scalars["step/loss"]] == pytest.approx([v["loss"] for _, v in calls])
+
+
+def test_checkpoint_saver_hook_saves_at_loop_boundaries(tmp_path):
+    from tpuestimator.hooks.stopping import CheckpointSaverHook
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path, iterations_per_loop=2, keep_checkpoint_max=20)
+    hook = CheckpointSaverHook(every_n_steps=3)
+    est.train(array_input_fn(x, y), max_steps=10, hooks=[hook], save_final_checkpoint=False)
+    steps = [int(p.rsplit("-", 1)[1]) for p in hook.saved]
+    assert steps == [4, 6, 10]  # the first boundary at or after each multiple of 3 (loops end at even steps)
+    with pytest.raises(ValueError):
+        CheckpointSaverHook()
+
+
+def test_profiler_hook_profiles_exactly_the_steps_asked(tmp_path):
+    from tpuestimator.hooks.profiler import ProfilerHook
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path, iterations_per_loop=10)
+    loops = []
+    hook = ProfilerHook(str(tmp_path / "logs"), [3, 4])
+    est.train(array_input_fn(x, y), max_steps=12,
+              hooks=[hook, lambda e, i: loops.append((i["step"] - i["steps"], i["step"])) if e == "after_loop" else None])
+    assert loops == [(0, 2), (2, 4), (4, 12)]
+    assert hook.profiled == (3, 4)
+    found = [f for _, _, files in os.walk(tmp_path / "logs" / "plugins" / "profile") for f in files]
+    assert any(f.endswith(".xplane.pb") for f in found)
+
+
+def test_watch_hook_logs_first_values_first_n_times(tmp_path):
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.hooks.watch import WatchHook
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path)
+    lines = []
+    hook = WatchHook(["probabilities", "hidden"], first_n=2, summarize=4, every_n_loops=2, log=lines.append, keep=True)
+    est.train(array_input_fn(x, y), max_steps=30, hooks=[hook])  # 6 loops: logged after loops 2 and 4 only
+    assert [step for step, _ in hook.records] == [10, 20]
+    step, values = hook.records[0]
+    assert values["probabilities"].shape == (32, 3) and values["hidden"].shape == (32, 8)
+    np.testing.assert_allclose(values["probabilities"].sum(-1), 1.0, rtol=1e-5)
+    assert len(lines) == 4 and lines[0].startswith("watch | step:      10 | probabilities [32, 3] float32: [")
+    shown = lines[0].split("[", 2)[2].split("]")[0].replace(" ...", "").split()
+    np.testing.assert_allclose([float(v) for v in shown], values["probabilities"].reshape(-1)[:4], rtol=1e-5)
+    bad = WatchHook(["nope"])
+    with pytest.raises(ConfigError, match="debug.watch.outputs"):
+        est.train(array_input_fn(x, y), max_steps=35, hooks=[bad])
+
+
+def test_job_writes_hparams_and_watch_and_profile_from_the_config(tmp_path, caplog):
+    import logging
+
+    from tensorboard.backend.event_processing import event_accumulator
+
+    from tpuestimator.examples import write_example
+    from tpuestimator.job import run_job
+
+    cfg = write_example("digits", tmp_path / "d")
+    with caplog.at_level(logging.INFO, logger="tpuestimator"):
+        result = run_job(cfg, overrides=["model=linear", "train.max_steps=6", "train.iterations_per_loop=2",
+                                         "train.batch_size=16", "eval.every_n_steps=null", "export.enabled=false",
+                                         f"run.model_dir={tmp_path / 'model'}",
+                                         "debug.watch={outputs: [class_id], first_n: 1, summarize: 5}",
+                                         "debug.profile_steps=[2, 2]"],
+                         runs_dir=str(tmp_path / "runs"))
+    logs = os.path.join(result.run_dir, "logs")
+    acc = event_accumulator.EventAccumulator(logs, size_guidance={"tensors": 0})
+    acc.Reload()
+    tags = acc.Tags()["tensors"]
+    assert "_hparams_/session_start_info" in tags and "accuracy" in tags
+    watch = [r.getMessage() for r in caplog.records if r.getMessage().startswith("watch |")]
+    assert len(watch) == 1 and "class_id [16] int32" in watch[0]
+    assert any(f.endswith(".xplane.pb") for _, _, files in os.walk(os.path.join(logs, "plugins", "profile"))
+               for f in files)
