@@ -54,7 +54,8 @@
 tpu_estimator <- function(model_fn = NULL, config, model_dir = NULL, params = NULL) {
   if (missing(config)) arg_error("config", NULL, "a tpu_config, a configuration file or a named list")
   if (is.list(config) && !inherits(config, "tpu_config") && !is.null(model_fn) && is.null(config$model)) {
-    config$model <- if (is.character(model_fn)) model_fn else "custom"
+    # A 'module:function'-shaped placeholder passes validation; the R function is used instead.
+    config$model <- if (is.character(model_fn)) model_fn else "r:model_fn"
   }
   cfg <- tpu_config(config)
   if (!is.null(params)) {

@@ -118,7 +118,8 @@ tpuestimator_python <- function() {
     return(reticulate::py_config()$python)
   }
   for (value in c(package_python_env(), Sys.getenv("RETICULATE_PYTHON", ""))) {
-    if (nzchar(value) && file.exists(value)) return(normalizePath(value))
+    # Not normalizePath(): it resolves the venv's symlink to the base interpreter.
+    if (nzchar(value) && file.exists(value)) return(absolute_path(value))
   }
   venv <- tryCatch(
     if (reticulate::virtualenv_exists("r-tpuestimator")) reticulate::virtualenv_python("r-tpuestimator"),
@@ -127,4 +128,9 @@ tpuestimator_python <- function() {
   if (!is.null(venv)) return(venv)
   cfg <- tryCatch(reticulate::py_discover_config(), error = function(e) NULL)
   if (!is.null(cfg)) cfg$python else NULL
+}
+
+absolute_path <- function(path) {
+  path <- path.expand(path)
+  if (grepl("^(/|[A-Za-z]:)", path)) path else file.path(getwd(), path)
 }

@@ -41,7 +41,9 @@
 #'   a named list of sections.
 #' @param model_fn `NULL` (use the configuration's `model`), an R function
 #'   `function(params)` returning a `ModelSpec`, a Python callable, or a string
-#'   naming a built-in model (`"cnn"`, `"mlp"`, ...) or `"module:function"`.
+#'   naming a built-in model (`"cnn"`, `"mlp"`, ...) or `"module:function"`. With a
+#'   function, a list configuration may leave out `model` (it is recorded as
+#'   `"r:model_fn"`).
 #' @param hooks `NULL`, an R function `function(event, info)`, a Python
 #'   `tpuestimator.hooks.Hook`, or a list of them.
 #' @param model_dir Folder of checkpoints and exports. Default: the configuration's
@@ -105,6 +107,10 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     model_fn <- NULL
   }
   model_fn <- as_nullable_function(model_fn, "model_fn")
+  if (!is.null(model_fn) && is.list(cfg) && !inherits(cfg, "tpu_config") && is.null(cfg$model)) {
+    # The config needs a `model`; a 'module:function'-shaped placeholder names the R function.
+    cfg$model <- "r:model_fn"
+  }
   hooks <- as_hook_list(hooks)
   model_dir <- as_nullable_path(model_dir, "model_dir")
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")

@@ -377,7 +377,7 @@ def data_section(pattern: str) -> dict:
 
 
 def mnist_dataset(pattern: str, batch_size: int, *, mode: str = "train", seed: int = 0, cache: bool = True,
-                  shuffle_buffer: int = 1024, as_dict: bool = True):
+                  shuffle_buffer: int = 1024, as_dict: bool = True, autotune: bool | None = None):
     """The hand-written pipeline every configuration shares: files -> cache (raw records) ->
     shuffle -> repeat (train) -> batch -> ONE vectorised parse_example per batch -> decode ->
     prefetch. `as_dict`: features as {"image": ...} (the Estimator's contract), else the bare tensor."""
@@ -400,8 +400,10 @@ def mnist_dataset(pattern: str, batch_size: int, *, mode: str = "train", seed: i
         labels = tf.cast(parsed["label"], tf.int32)
         return ({"image": images} if as_dict else images), labels
 
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    if autotune is None:
+        autotune = os.environ.get("TPUE_BENCH_AUTOTUNE") == "1"
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE if autotune else 2)
+    return ds.prefetch(tf.data.AUTOTUNE if autotune else 2)
 
 
 def model_params(workload: str, **extra) -> dict:

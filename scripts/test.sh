@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_python.sh dev beam r
 bash scripts/setup_r.sh
-export TPUESTIMATOR_PYTHON="$PWD/.venv/bin/python"
+export TPUESTIMATORR_PYTHON="$PWD/.venv/bin/python"
+export TF_CPP_MIN_LOG_LEVEL=2
 export TPUESTIMATOR_FIXTURES="$PWD/tests/fixtures"
 export PATH="$PWD/.venv/bin:$PATH"
 status=0

@@ -605,12 +605,16 @@ class Estimator:
                 return tf.reshape(x, [replicas * per_replica] + list(x.shape[2:]))
             return tf.nest.map_structure(flatten, element)
 
-        ds = ds.map(pad_batch).batch(replicas).map(merge_group)
+        ds = ds.map(pad_batch)
+        if replicas > 1:  # with one replica the group is the batch itself
+            ds = ds.batch(replicas).map(merge_group)
         if steps is not None:
             ds = ds.take(steps)
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         ds = ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+        if self._input_on_host():
+            return ds  # one replica on the host CPU: nothing to distribute (see `_train_iterator`)
         return self.strategy.experimental_distribute_dataset(ds)
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
@@ -656,7 +660,7 @@ class Estimator:
         dist = self._padded_distributed(input_fn, Mode.EVAL, self.config.eval_batch_size, "eval.batch_size", steps)
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        self._eval_fns["eval"](dist)
+        self._eval_fns["eval"](iter(dist) if isinstance(dist, tf.data.Dataset) else dist)
         results = {"loss": float(self._eval_loss.result())}
         for name, (metric, _) in self._eval_metrics.items():
             value = metric.result()

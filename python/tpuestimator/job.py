@@ -124,24 +124,45 @@ def _flags(cfg: JobConfig) -> dict:
     return flags
 
 
+class _ToRootHandlers(logging.Handler):
+    """Passes records on to the root logger's handlers (used while `propagate` is off)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for handler in logging.getLogger().handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+
 @contextlib.contextmanager
 def _capture_log(path: Path | None):
-    """Copies the `tpuestimator` log of this job into the run's output.log."""
+    """Copies the `tpuestimator` log of this job, INFO and up, into the run's output.log.
+
+    The console keeps the level the application chose: when that is above INFO, records
+    reach the root handlers only from that level (no INFO lines appear that were not asked for).
+    """
     if path is None:
         yield
         return
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("tpuestimator")
-    old_level = root.level
+    old_level, old_propagate = root.level, root.propagate
+    effective = root.getEffectiveLevel()
+    forward = None
     root.addHandler(handler)
-    if root.getEffectiveLevel() > logging.INFO:
+    if effective > logging.INFO:
         root.setLevel(logging.INFO)
+        root.propagate = False
+        forward = _ToRootHandlers(level=effective)
+        root.addHandler(forward)
     try:
         yield
     finally:
         root.removeHandler(handler)
+        if forward is not None:
+            root.removeHandler(forward)
         root.setLevel(old_level)
+        root.propagate = old_propagate
         handler.close()
 
 
@@ -413,6 +434,7 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
     loaded, meta = load_export(export_dir)
     serve = loaded.signatures["serving_default"]
     feature_arrays = _predict_inputs(inputs, meta)
+    _check_predict_shapes(feature_arrays, meta.get("feature_spec") or {})
     n = len(next(iter(feature_arrays.values())))
     out: list[dict] = []
     for start in range(0, n, batch_size):
@@ -426,6 +448,17 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
                 row[k] = value.decode() if isinstance(value, bytes) else value
             out.append(row)
     return out
+
+
+def _check_predict_shapes(arrays: dict, spec: dict) -> None:
+    """A wrongly shaped input must be an error naming the feature, not a crash inside TensorFlow."""
+    for name, (shape, _dtype) in spec.items():
+        if name not in arrays:
+            raise ConfigError("inputs", sorted(arrays), f"a value for every feature the model takes: {sorted(spec)}")
+        got = tuple(arrays[name].shape)
+        if len(got) != len(shape) + 1 or tuple(got[1:]) != tuple(shape):
+            raise ConfigError(f"inputs.{name}", f"an array of shape {got}",
+                              f"shape (n, {', '.join(str(d) for d in shape)}): one row per example")
 
 
 def _predict_inputs(inputs, meta: dict) -> dict:

@@ -18,7 +18,8 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
         `OutOfRange` semantics). Infinite datasets use the cheaper plain `next`.
       per_step: None (default), or {name: float32 variable of length >= n}: `replica_step`
         then returns {name: scalar} and step i's value, averaged over the replicas, is stored
-        at index i (TPUEstimator's `host_call`: the host reads the buffers after the loop).
+        at index i at the loop's end (TPUEstimator's `host_call`: the host reads the buffers
+        after the loop).
     """
     import tensorflow as tf
 
@@ -47,34 +48,48 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
 
 
 def _make_recording_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, buffers: dict):
+    """The train loop of `make_train_loop(per_step=...)`: each step's values (averaged over the
+    replicas) go into TensorArrays inside the loop and into the buffers once at its end."""
     import tensorflow as tf
 
     mean = tf.distribute.ReduceOp.MEAN
+    names = list(buffers)
+    capacity = int(next(iter(buffers.values())).shape[0])
 
-    def record(index, values):
-        for name, buffer in buffers.items():
-            value = tf.cast(strategy.reduce(mean, values[name], axis=None), tf.float32)
-            # A whole-buffer assign (the buffer is small): distributed variables have no
-            # cross-replica scatter update.
-            buffer.assign(tf.tensor_scatter_nd_update(buffer, tf.reshape(index, [1, 1]), tf.reshape(value, [1])))
+    def reduced(values):
+        return [tf.cast(strategy.reduce(mean, values[name], axis=None), tf.float32) for name in names]
+
+    def store(arrays):
+        for name, array in zip(names, arrays):
+            stacked = array.stack()
+            buffers[name].assign(tf.pad(stacked, [[0, capacity - tf.shape(stacked)[0]]]))
+
+    def new_arrays():
+        return [tf.TensorArray(tf.float32, size=0, dynamic_size=True) for _ in names]
 
     if exhaustible:
         @tf.function
         def loop(iterator, n):
             steps = tf.constant(0, tf.int64)
+            arrays = new_arrays()
             for _ in tf.range(n):
                 optional = iterator.get_next_as_optional()
                 if not optional.has_value():
                     break
-                record(steps, strategy.run(replica_step, args=optional.get_value()))
+                values = reduced(strategy.run(replica_step, args=optional.get_value()))
+                arrays = [a.write(tf.cast(steps, tf.int32), v) for a, v in zip(arrays, values)]
                 steps += 1
+            store(arrays)
             global_step.assign_add(steps)
             return steps
     else:
         @tf.function
         def loop(iterator, n):
+            arrays = new_arrays()
             for i in tf.range(n):
-                record(tf.cast(i, tf.int64), strategy.run(replica_step, args=next(iterator)))
+                values = reduced(strategy.run(replica_step, args=next(iterator)))
+                arrays = [a.write(tf.cast(i, tf.int32), v) for a, v in zip(arrays, values)]
+            store(arrays)
             global_step.assign_add(tf.cast(n, tf.int64))
             return tf.cast(n, tf.int64)
     return loop

@@ -14,6 +14,7 @@ import os
 import shutil
 from typing import Any, Callable, Iterable, Sequence
 
+from tpuestimator.errors import ConfigError
 from tpuestimator.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -147,8 +148,8 @@ class BestExporter(Exporter):
 
     def after_eval(self, estimator, step, metrics):
         if self.metric not in metrics:
-            raise KeyError(f"BestExporter monitors `{self.metric}` but the evaluation returned {sorted(metrics)}; "
-                           "set export.best_metric to one of them.")
+            raise ConfigError("export.best_metric", self.metric,
+                              "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
         state = _read_state(self.state_path)
         value = metrics[self.metric]
         if not _better(value, state.get("value"), self.mode):
@@ -191,8 +192,8 @@ class _EarlyStopper:
     def update(self, step: int, metrics: dict) -> bool:
         """Records an evaluation; True when training should stop."""
         if self.rule.metric not in metrics:
-            raise KeyError(f"eval.early_stopping.metric `{self.rule.metric}` is not among the eval metrics "
-                           f"{sorted(metrics)}; pick one of them.")
+            raise ConfigError("eval.early_stopping.metric", self.rule.metric,
+                              "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
         value = metrics[self.rule.metric]
         if _better(value, self.best, self.rule.mode, self.rule.min_delta):
             self.best, self.bad_evals = value, 0
@@ -233,20 +234,22 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
     metrics = None
     if eval_spec and eval_spec.early_stopping:
         stopper = _EarlyStopper(eval_spec.early_stopping, estimator.model_dir)
+    from tpuestimator.hooks.base import as_hook
+
+    # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
+    hooks = [as_hook(h) for h in train_spec.hooks]
 
     def evaluate(at_step: int) -> dict:
         result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
-        history.append(dict(result))
-        for hook in train_spec.hooks:
-            if hasattr(hook, "after_eval"):
-                hook.after_eval(at_step, result)
+        history.append({"step": at_step, **result})
+        for hook in hooks:
+            hook.after_eval(at_step, result)
         for exporter in eval_spec.exporters:
             path = exporter.after_eval(estimator, at_step, result)
             if path:
                 exports[exporter.name] = path
-                for hook in train_spec.hooks:
-                    if hasattr(hook, "after_export"):
-                        hook.after_export(at_step, path)
+                for hook in hooks:
+                    hook.after_export(at_step, path)
         if on_eval:
             on_eval(at_step, result)
         return result
@@ -257,7 +260,7 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             next_eval = (step // every + 1) * every
             target = next_eval if max_steps is None else min(next_eval, max_steps)
         before = step
-        estimator.train(train_spec.input_fn, max_steps=target, hooks=train_spec.hooks)
+        estimator.train(train_spec.input_fn, max_steps=target, hooks=hooks)
         step = estimator.global_step
         if step == before:  # the input ended
             break

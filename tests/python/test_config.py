@@ -85,3 +85,10 @@ def test_cli_help_does_not_import_tensorflow(python_env):
             "print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_filled_config_round_trips():
+    cfg = load_config(BAD["base"])
+    again = load_config(cfg.to_dict())
+    assert again.to_dict() == cfg.to_dict()
+    assert cfg.replace(train={"max_steps": 7}).raw["train"]["max_steps"] == 7

@@ -65,8 +65,8 @@ def test_check_numerics_mode_names_the_op_and_is_switched_off_after(digits, tmp_
     from tpuestimator.errors import NonFiniteError
 
     with pytest.raises(NonFiniteError) as info:
-        _job(digits, tmp_path, "model=mlp", "params.optimizer=sgd", "params.learning_rate=1.0e+10",
-             "params.hidden_units=[16]", "train.max_steps=20", "train.iterations_per_loop=5",
+        _job(digits, tmp_path, "model=mlp", "params.learning_rate=1.0e+10",
+             "params.hidden_units=[32, 32]", "train.max_steps=20", "train.iterations_per_loop=5",
              "debug.check_numerics=true")
     op = info.value.op
     assert op["op_type"] and op["op_name"] and op["kind"] in ("NaN", "Inf", "-Inf")

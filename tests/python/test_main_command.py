@@ -42,6 +42,14 @@ def test_main_command_trains_digits_exports_and_serves(tmp_path, python_env):
     assert served.shape == ours.shape == (360, 10)
     assert np.abs(served - ours).max() <= 1e-5
 
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.job import predict
+
+    with pytest.raises(ConfigError, match=r"inputs.image.*shape \(n, 8, 8, 1\)"):
+        predict(str(export), np.zeros((2, 64), "float32"))   # a clear error, not a crash in TensorFlow
+    rows = predict(str(export), np.zeros((2, 8, 8, 1), "float32"))
+    assert len(rows) == 2 and isinstance(rows[0]["class"], str)
+
 
 def test_rerun_resumes_and_does_not_retrain(tmp_path, python_env):
     cli = [sys.executable, "-m", "tpuestimator"]

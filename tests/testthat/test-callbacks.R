@@ -119,3 +119,15 @@ test_that("a model function that breaks the contract is a tpuestimator_model_fn_
   expect_s3_class(err, "tpuestimator_callback_error")
   expect_match(conditionMessage(err), "ModelSpec.optimizer is required")
 })
+
+test_that("with an R model function a list config may leave out `model`", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  local_work_dir()
+  cfg <- list(params = list(learning_rate = 0.1), data = list(manifest = fixture_path("parity", "manifest.json")),
+              train = list(batch_size = 16L, max_steps = 10L, iterations_per_loop = 10L, save_checkpoints_steps = 10L))
+  run <- quietly(tpu_train(cfg, model_fn = r_model_fn, verbose = FALSE))
+  expect_identical(run$global_step, 10L)
+  expect_identical(run$config$model, "r:model_fn")
+  expect_identical(ls_runs()$flag_model, "r:model_fn")
+})

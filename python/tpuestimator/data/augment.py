@@ -78,14 +78,17 @@ def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
     contrast = aug.get("contrast")
     scale = image["scale"]
 
+    # seed 000: resize to (h + 10, w + 10), then a random (h, w) crop
+    size = [height + 10, width + 10] if crop else [height, width]
+
     def augment_image(img: tf.Tensor, max_value: float = 255.0) -> tf.Tensor:
-        x = tf.cast(img, tf.float32) * (1.0 / max_value)
-        if crop:  # seed 000: resize to (h + 10, w + 10), then a random (h, w) crop
-            if x.shape[0] != height + 10 or x.shape[1] != width + 10:
-                x = tf.image.resize(x, [height + 10, width + 10], method="bilinear")
+        if img.shape[0] != size[0] or img.shape[1] != size[1]:
+            x = tf.image.resize(img, size, method="bilinear")  # on the uint8s: 2x faster on large photos
+        else:
+            x = tf.cast(img, tf.float32)
+        x = x * (1.0 / max_value)
+        if crop:
             x = tf.image.random_crop(x, [height, width, channels])
-        elif x.shape[0] != height or x.shape[1] != width:
-            x = tf.image.resize(x, [height, width], method="bilinear")
         if flip:
             x = tf.image.random_flip_left_right(x)
         if brightness:

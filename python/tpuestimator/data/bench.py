@@ -36,9 +36,11 @@ def rate(dataset: tf.data.Dataset, *, seconds: float = 3.0, warmup: int = 3,
 
 
 def raw_read_dataset(section: Mapping[str, Any], files: list[str], batch_size: int) -> tf.data.Dataset:
-    """The baseline: the same files read as raw bytes (parallel reads, no parsing), batched."""
+    """The baseline: the same files read as raw bytes (no parsing), batched; parallel reads for remote files."""
+    remote = any("://" in f for f in files)
     ds = tf.data.TFRecordDataset(files, buffer_size=int(section["read_buffer_mb"]) * 1024 * 1024,
-                                 num_parallel_reads=max(1, min(int(section["cycle_length"]), len(files))))
+                                 num_parallel_reads=max(1, min(int(section["cycle_length"]), len(files))) if remote
+                                 else None)
     return ds.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 

@@ -43,6 +43,46 @@ class LoggingHook(Hook):
         self.log.info(format_columns("eval", step, {k: v for k, v in metrics.items() if k != "global_step"}))
 
 
+class ScalarRowsWriter:
+    """Writes rows of (step, {name: value}) TensorBoard scalars with one `tf.function` call per
+    run of rows sharing the same names (eager summary ops cost ~0.1 ms or more each)."""
+
+    def __init__(self, writer):
+        self.writer = writer
+        self._fns: dict = {}
+
+    def write(self, rows) -> None:
+        import tensorflow as tf
+
+        i = 0
+        while i < len(rows):
+            names = tuple(rows[i][1])
+            j = i
+            while j < len(rows) and tuple(rows[j][1]) == names:
+                j += 1
+            fn = self._fns.get(names)
+            if fn is None:
+                from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+                writer = self.writer
+                meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+
+                @tf.function(input_signature=[tf.TensorSpec([None], tf.int64),
+                                              tf.TensorSpec([None, len(names)], tf.float32)])
+                def fn(steps, vals):
+                    with writer.as_default():
+                        for k in tf.range(tf.shape(steps)[0]):
+                            for c, name in enumerate(names):
+                                # tf.summary.write keeps the tag as given (tf.summary.scalar would
+                                # prefix the loop's name scope); same metadata as a scalar summary.
+                                tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
+                self._fns[names] = fn
+            chunk = rows[i:j]
+            fn(tf.constant([s for s, _ in chunk], tf.int64),
+               tf.constant([[float(v) for v in values.values()] for _, values in chunk], tf.float32))
+            i = j
+
+
 class SummaryHook(Hook):
     """Writes TensorBoard scalars: train loss, learning rate, steps/s, examples/s and the
     model's `report` values (in `<logdir>/train`, one point per loop) and eval metrics (in
@@ -72,59 +112,44 @@ class SummaryHook(Hook):
         return getattr(self, attr)
 
     def _write(self, kind: str, rows: list[tuple[int, dict]]) -> None:
-        """Writes rows of (step, {name: value}) with one tf.function call per run of rows
-        sharing the same names."""
-        import tensorflow as tf
-
-        i = 0
-        while i < len(rows):
-            names = tuple(rows[i][1])
-            j = i
-            while j < len(rows) and tuple(rows[j][1]) == names:
-                j += 1
-            fn = self._write_fns.get((kind, names))
-            if fn is None:
-                writer = self._writer(kind)
-
-                @tf.function(input_signature=[tf.TensorSpec([None], tf.int64),
-                                              tf.TensorSpec([None, len(names)], tf.float32)])
-                def fn(steps, vals):
-                    with writer.as_default():
-                        for k in tf.range(tf.shape(steps)[0]):
-                            for c, name in enumerate(names):
-                                tf.summary.scalar(name, vals[k, c], step=steps[k])
-                self._write_fns[(kind, names)] = fn
-            chunk = rows[i:j]
-            fn(tf.constant([s for s, _ in chunk], tf.int64),
-               tf.constant([[float(v) for v in values.values()] for _, values in chunk], tf.float32))
-            i = j
+        if kind not in self._write_fns:
+            self._write_fns[kind] = ScalarRowsWriter(self._writer(kind))
+        self._write_fns[kind].write(rows)
 
     def _flush_train(self) -> None:
         if self._pending:
             rows, self._pending = self._pending, []
+            # The learning rate is read at write time: a schedule's value at each step; a
+            # fixed rate (a variable) once per write.
+            fixed = None
+            for step, values in rows:
+                lr = self._learning_rate(step, fixed)
+                if lr is not None:
+                    values["learning_rate"] = lr[0]
+                    fixed = lr if lr[1] else None
             self._write("train", rows)
         self._last_write = time.monotonic()
 
     def after_loop(self, step, logs):
         values = {name: value for name, value in logs.items()
                   if name != "steps" and isinstance(value, (int, float)) and not isinstance(value, bool)}
-        lr = self._learning_rate(step)
-        if lr is not None:
-            values["learning_rate"] = lr
         if values:
             self._pending.append((step, values))
         if time.monotonic() - self._last_write >= self.flush_secs:
             self._flush_train()
 
-    def _learning_rate(self, step: int):
+    def _learning_rate(self, step: int, fixed: tuple | None = None):
+        """(value, is_fixed) of the learning rate at `step`, or None."""
+        if fixed is not None:
+            return fixed
         optimizer = getattr(getattr(self.estimator, "spec", None), "optimizer", None)
         if optimizer is None:
             return None
         inner = getattr(optimizer, "inner_optimizer", optimizer)
         lr = getattr(inner, "learning_rate", None)
         try:
-            return float(lr(step)) if callable(lr) else float(lr)
-        except (TypeError, ValueError):
+            return (float(lr(step)), False) if callable(lr) else (float(lr), True)
+        except (TypeError, ValueError, RuntimeError):
             return None
 
     def after_eval(self, step, metrics):
@@ -154,7 +179,8 @@ class ProgressCallbackHook(Hook):
         self.max_steps = max_steps
 
     def begin(self, step, info):
-        self.progress("begin", {"step": step, "max_steps": info.get("max_steps") or self.max_steps})
+        # The job's total, not this train() segment's end (train_and_evaluate trains in segments).
+        self.progress("begin", {"step": step, "max_steps": self.max_steps or info.get("max_steps")})
 
     def after_loop(self, step, logs):
         self.progress("loop", {"step": step, "max_steps": self.max_steps, **dict(logs)})
