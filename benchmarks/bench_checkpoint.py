@@ -27,18 +27,20 @@ from bench_loop import EstimatorTrain, configure_logging  # noqa: E402
 
 common.setup_path()
 
-ROUNDS = {"linear": 30, "cnn": 3}
+ROUNDS = {"linear": 15, "cnn": 3}
+TURN = {"linear": (1, 3), "cnn": (0, 1)}  # (settle, timed) loops per turn, as in bench_loop
 SAVES = {"linear": 10, "cnn": 5}
 
 
 def stall(workload, pattern, batch, rounds, log, spl) -> dict:
+    """Steps/s with a save after every loop (sync, async) vs never, in turns (common.run_gated)."""
     runners = {
         "never": EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None, steps_per_loop=spl),
         "every_loop": EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=spl, steps_per_loop=spl),
         "every_loop_async": EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=spl, steps_per_loop=spl,
                                            async_checkpoint=True),
     }
-    loops = common.run_gated(runners, rounds=rounds, warmup=1, log=log)
+    loops = common.run_gated(runners, rounds=rounds, warmup=1, turn=TURN[workload], log=log)
     for r in runners.values():
         _sync(r.estimator)
     return {"configs": {n: common.loop_stats(v, spl) for n, v in loops.items()},

@@ -185,6 +185,12 @@ def sentinel_read_cost(bench: "Bench", calls: int = 300) -> dict:
     return {"sentinel_read_extra_ms_per_loop": max(0.0, checked_ms - plain_ms), "loop_read_ms": plain_ms}
 
 
+def _loop_stats(loops, steps_per_loop: int) -> dict:
+    """steps/s per loop and CPU ms per 100 steps (summarized) of (wall s, cpu s) loops."""
+    return {"steps_per_sec": common.summarize([steps_per_loop / w for w, _ in loops]),
+            "cpu_ms_per_100_steps": common.summarize([1000 * c * 100 / steps_per_loop for _, c in loops])}
+
+
 def configure_logging(path: str) -> None:
     """The tpuestimator log goes to a file at INFO, as `tpuestimator train` records output.log.
 
@@ -248,7 +254,7 @@ def main(argv=None) -> int:
         if (r + 1) % max(1, repeats // 5) == 0:
             log(f"    repeat {r + 1}/{repeats}")
     log(f"  {repeats} repeats in {time.perf_counter() - t0:.0f}s")
-    results = {"configs": {n: {**common.loop_stats(all_loops[n], args.steps_per_loop),
+    results = {"configs": {n: {**_loop_stats(all_loops[n], args.steps_per_loop),
                                "steps_per_sec_fastest_loop_per_repeat": common.summarize(fastest[n]),
                                "steps_per_sec_median_loop_per_repeat": common.summarize(typical[n]),
                                "train_call_overhead_ms": common.summarize([1000 * v for v in setups[n]])}

@@ -108,49 +108,6 @@ def interleave(runners: Mapping[str, Callable[[], Any]], repeats: int, *, rotate
     return out
 
 
-class Marks:
-    """Host timestamps (wall and process CPU) at loop boundaries.
-
-    A runner calls `begin()` before each device loop and `end()` after it (after any host
-    work that belongs to the loop). Loop i lasts from the previous loop's end (so host work
-    between loops counts) or, for the first loop, from its begin. The first `warmup` loops
-    are dropped.
-    """
-
-    def __init__(self):
-        self.begins: list[tuple[float, float]] = []
-        self.ends: list[tuple[float, float]] = []
-
-    def begin(self) -> None:
-        self.begins.append((time.perf_counter(), time.process_time()))
-
-    def end(self) -> None:
-        self.ends.append((time.perf_counter(), time.process_time()))
-
-    def durations(self, warmup: int, which: int = 0) -> list[float]:
-        out = []
-        for i, end in enumerate(self.ends):
-            start = self.ends[i - 1] if i > 0 else self.begins[0]
-            out.append(end[which] - start[which])
-        if len(out) <= warmup:
-            raise RuntimeError(f"no timed loop: {len(out)} loops with {warmup} warm-up loops")
-        return out[warmup:]
-
-    def rate(self, warmup: int, steps_per_loop: int = STEPS_PER_LOOP) -> float:
-        """steps/s over the timed loops (total steps / total wall time)."""
-        d = self.durations(warmup)
-        return len(d) * steps_per_loop / sum(d)
-
-    def measures(self, warmup: int, steps_per_loop: int = STEPS_PER_LOOP) -> dict:
-        """{steps_per_sec (total steps / wall span), steps_per_sec_loop_median (steps / median
-        loop: robust to a burst of load from other users), cpu_ms_per_100_steps (process CPU
-        time, all threads: work done, less sensitive to contention)}."""
-        wall, cpu = self.durations(warmup, 0), self.durations(warmup, 1)
-        return {"steps_per_sec": len(wall) * steps_per_loop / sum(wall),
-                "steps_per_sec_loop_median": steps_per_loop / statistics.median(wall),
-                "cpu_ms_per_100_steps": 1000 * sum(cpu) / (len(cpu) * steps_per_loop) * 100}
-
-
 class GateStop(Exception):
     """Raised inside a runner at a loop boundary when the conductor ends the benchmark."""
 
@@ -159,13 +116,11 @@ class Gate:
     """A loop-boundary turnstile for one runner running in its own thread.
 
     The runner calls `boundary()` at every loop boundary (before each device loop; for the
-    Estimator in a hook's `before_loop`, for Keras in `on_train_batch_begin`). The call
+    Estimator in a hook's `before_loop`, for Keras in `on_train_batch_begin`). Each call
     records the wall and process-CPU time since the previous boundary (one loop plus all the
-    host work around it), then blocks until the conductor (`run_gated`) lets the runner
-    run its next loop. So configurations alternate LOOP BY LOOP, and each round compares
-    loops run within a fraction of a second of each other: what load other users put on the
-    machine hits them alike. Only one runner works at a time; the process CPU time of a
-    loop is therefore that runner's (all its threads, input pipeline included).
+    host work around it) and, once the runner has used up the loops of its turn, blocks
+    until the conductor (`run_gated`) gives it its next turn. Only one runner works at a
+    time, so a loop's process CPU time is that runner's (all its threads, input included).
     """
 
     def __init__(self, name: str, timeout: float = 900.0):
@@ -174,7 +129,8 @@ class Gate:
         self.done = threading.Event()
         self.stop = False
         self.timeout = timeout
-        self.loops: list[tuple[float, float]] = []  # (wall s, cpu s) per loop
+        self.budget = 0
+        self.loops: list[tuple[float, float]] = []  # (wall s, cpu s) per loop, every loop
         self.error: BaseException | None = None
         self._start: tuple[float, float] | None = None
 
@@ -182,25 +138,33 @@ class Gate:
         now = (time.perf_counter(), time.process_time())
         if self._start is not None:
             self.loops.append((now[0] - self._start[0], now[1] - self._start[1]))
-        self.done.set()
-        if not self.go.wait(self.timeout):
-            raise GateStop(f"{self.name}: no go from the conductor in {self.timeout}s")
-        self.go.clear()
-        if self.stop:
-            raise GateStop(self.name)
+            self._start = None
+        if self.budget <= 0:
+            self.done.set()
+            if not self.go.wait(self.timeout):
+                raise GateStop(f"{self.name}: no go from the conductor in {self.timeout}s")
+            self.go.clear()
+            if self.stop:
+                raise GateStop(self.name)
+        self.budget -= 1
         self._start = (time.perf_counter(), time.process_time())
 
 
 def run_gated(runners: Mapping[str, Callable[[Gate], None]], *, rounds: int, warmup: int = 1,
-              log: Callable[[str], None] | None = None) -> dict:
-    """Runs each `runner(gate)` in its own thread and lets them run one loop each per round,
-    in an order rotating each round. Returns {name: [(wall s, cpu s) of each timed loop]}.
+              turn: tuple[int, int] = (0, 1), log: Callable[[str], None] | None = None) -> dict:
+    """Runs each `runner(gate)` in its own thread; in each round every runner gets one turn,
+    in an order rotating each round. A turn is `turn = (settle, timed)` loops run back to
+    back: the `settle` loops are not timed (the input pipeline, which ran ahead while the
+    runner waited, drains back to its steady state), the `timed` ones are.
 
-    The first `warmup` rounds (tracing, first fill of the input pipeline) are not returned.
-    A runner must call `gate.boundary()` before every loop and let `GateStop` propagate.
+    Returns {name: [(wall s, cpu s, loops) of the timed loops of each round]}; the first
+    `warmup` rounds (tracing, first fill of the input pipeline) are left out. A runner must
+    call `gate.boundary()` before every loop and let `GateStop` propagate.
     """
     gates = {name: Gate(name) for name in runners}
     threads = {}
+    settle, timed = turn
+    per_turn: dict[str, list] = {name: [] for name in runners}
 
     def target(name, fn):
         gate = gates[name]
@@ -214,7 +178,7 @@ def run_gated(runners: Mapping[str, Callable[[Gate], None]], *, rounds: int, war
         finally:
             gate.done.set()
 
-    def check(gate):
+    def wait_done(gate):
         if not gate.done.wait(gate.timeout):
             raise RuntimeError(f"runner {gate.name} did not reach a loop boundary in {gate.timeout}s")
         if gate.error is not None:
@@ -224,39 +188,55 @@ def run_gated(runners: Mapping[str, Callable[[Gate], None]], *, rounds: int, war
         for name, fn in runners.items():
             threads[name] = threading.Thread(target=target, args=(name, fn), name=f"bench-{name}", daemon=True)
             threads[name].start()
-            check(gates[name])  # built and at its first boundary, one at a time
+            wait_done(gates[name])  # built and at its first boundary, one at a time
         names = list(runners)
         for r in range(warmup + rounds):
             k = r % len(names)
             for name in names[k:] + names[:k]:
                 gate = gates[name]
+                before = len(gate.loops)
+                gate.budget = settle + timed
                 gate.done.clear()
                 gate.go.set()
-                check(gate)
-            if log and (r + 1) % max(1, (warmup + rounds) // 5) == 0:
+                wait_done(gate)
+                if r >= warmup:
+                    loops = gate.loops[before + settle:before + settle + timed]
+                    per_turn[name].append((sum(w for w, _ in loops), sum(c for _, c in loops), len(loops)))
+            if log and (r + 1) % max(1, (warmup + rounds) // 4) == 0:
                 log(f"    round {r + 1}/{warmup + rounds}")
     finally:
         for gate in gates.values():
             gate.stop = True
+            gate.budget = 0
             gate.go.set()
         for t in threads.values():
             t.join(60)
-    return {name: gate.loops[warmup:] for name, gate in gates.items()}
+    return per_turn
 
 
-def loop_stats(loops: Sequence[tuple[float, float]], steps_per_loop: int = STEPS_PER_LOOP) -> dict:
-    """steps/s per loop (summarized), overall steps/s, and CPU ms per 100 steps (summarized)."""
-    return {"steps_per_sec": summarize([steps_per_loop / w for w, _ in loops]),
-            "overall_steps_per_sec": len(loops) * steps_per_loop / sum(w for w, _ in loops) if loops else None,
-            "cpu_ms_per_100_steps": summarize([1000 * c * 100 / steps_per_loop for _, c in loops])}
+def _turns(items) -> list[tuple[float, float, int]]:
+    """(wall s, cpu s, loops) per item; a 2-tuple (wall s, cpu s) is one loop."""
+    return [(t[0], t[1], t[2] if len(t) > 2 else 1) for t in items]
 
 
-def loop_ratio(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> dict:
-    """Round-by-round steps/s ratio a/b (same round = same machine load), plus the CPU-work
-    ratio (b's CPU per step / a's: > 1 when a does less work per step)."""
-    return {"steps_per_sec": summarize([wb / wa for (wa, _), (wb, _) in zip(a, b)]),
-            "overall": (sum(w for w, _ in b) / sum(w for w, _ in a)) if a and b else None,
-            "cpu_efficiency": summarize([cb / ca for (_, ca), (_, cb) in zip(a, b) if ca > 0])}
+def loop_stats(turns: Sequence[tuple], steps_per_loop: int = STEPS_PER_LOOP) -> dict:
+    """steps/s per turn (summarized), overall steps/s, and CPU ms per 100 steps (summarized).
+    Items are (wall s, cpu s, loops) as `run_gated` returns them, or (wall s, cpu s) per loop."""
+    turns = _turns(turns)
+    return {"steps_per_sec": summarize([n * steps_per_loop / w for w, _, n in turns]),
+            "overall_steps_per_sec": (sum(n for _, _, n in turns) * steps_per_loop / sum(w for w, _, _ in turns)
+                                      if turns else None),
+            "cpu_ms_per_100_steps": summarize([1000 * c * 100 / (n * steps_per_loop) for _, c, n in turns])}
+
+
+def loop_ratio(a: Sequence[tuple], b: Sequence[tuple]) -> dict:
+    """Round-by-round steps/s ratio a/b (same round = same machine load), the overall ratio,
+    and the CPU-work ratio (b's CPU per step / a's: > 1 when a does less work per step)."""
+    a, b = _turns(a), _turns(b)
+    return {"steps_per_sec": summarize([(wb / nb) / (wa / na) for (wa, _, na), (wb, _, nb) in zip(a, b)]),
+            "overall": ((sum(w for w, _, _ in b) / sum(n for _, _, n in b)) /
+                        (sum(w for w, _, _ in a) / sum(n for _, _, n in a))) if a and b else None,
+            "cpu_efficiency": summarize([(cb / nb) / (ca / na) for (_, ca, na), (_, cb, nb) in zip(a, b) if ca > 0])}
 
 
 # ---------------------------------------------------------------------------- machine
@@ -380,7 +360,8 @@ def mnist_dataset(pattern: str, batch_size: int, *, mode: str = "train", seed: i
                   shuffle_buffer: int = 1024, as_dict: bool = True, autotune: bool | None = None):
     """The hand-written pipeline every configuration shares: files -> cache (raw records) ->
     shuffle -> repeat (train) -> batch -> ONE vectorised parse_example per batch -> decode ->
-    prefetch. `as_dict`: features as {"image": ...} (the Estimator's contract), else the bare tensor."""
+    prefetch (2 parallel parses, 2 batches ahead; `autotune`: AUTOTUNE both). `as_dict`:
+    features as {"image": ...} (the Estimator's contract), else the bare tensor."""
     import tensorflow as tf
 
     train = mode == "train"
@@ -400,8 +381,12 @@ def mnist_dataset(pattern: str, batch_size: int, *, mode: str = "train", seed: i
         labels = tf.cast(parsed["label"], tf.int32)
         return ({"image": images} if as_dict else images), labels
 
+    # Fixed parallelism by default: with AUTOTUNE a configuration waiting for its turn
+    # (common.run_gated) prefetches an autotuned, run-to-run varying number of batches ahead,
+    # which made loop times bimodal; the steady state is the same either way on 2 cores
+    # (benchmarks/README.md). TPUE_BENCH_AUTOTUNE=1 switches AUTOTUNE back on.
     if autotune is None:
-        autotune = os.environ.get("TPUE_BENCH_AUTOTUNE") == "1"
+        autotune = os.environ.get("TPUE_BENCH_AUTOTUNE", "0") == "1"
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE if autotune else 2)
     return ds.prefetch(tf.data.AUTOTUNE if autotune else 2)
 

@@ -8,6 +8,7 @@ exactly once (the last partial batch is padded and masked, never dropped).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -78,6 +79,39 @@ class RunConfig:
     def run_section(self) -> dict:
         return {"strategy": self.strategy, "num_cpu_devices": self.num_cpu_devices, "tpu": self.tpu,
                 "zone": self.zone, "project": self.project}
+
+
+@contextlib.contextmanager
+def _keras_async_checkpoint_fix():
+    """Makes TF's async checkpoint work with Keras 3 variables, for the duration of a save.
+
+    TF copies every checkpointed object to the host before writing in the background
+    (`_copy_trackable_to_cpu`); from the second save on, the copy runs as a `tf.function`.
+    Keras 3's TF variable creates a NEW `tf.Variable` for its copy on every call, which a
+    `tf.function` refuses ("tf.function only supports singleton tf.Variables created on the
+    first call"): with `async_checkpoint: true` the second save failed (TF 2.21, Keras 3.15).
+    During the save each Keras variable maps to the host copy of the `tf.Variable` it wraps
+    instead: the same checkpoint keys and values (benchmarks/bench_checkpoint.py checks).
+    """
+    try:
+        from keras.src.backend.tensorflow.core import Variable
+    except ImportError:  # another Keras layout: nothing to fix
+        yield
+        return
+    original = Variable.__dict__.get("_copy_trackable_to_cpu")
+    if original is None:
+        yield
+        return
+
+    def copy_to_cpu(self, object_map):
+        self.value._copy_trackable_to_cpu(object_map)
+        object_map[self] = object_map[self.value]
+
+    Variable._copy_trackable_to_cpu = copy_to_cpu
+    try:
+        yield
+    finally:
+        Variable._copy_trackable_to_cpu = original
 
 
 def _single_or_dict(features):
@@ -501,6 +535,7 @@ class Estimator:
                     break
             if save_final_checkpoint and step != last_saved:
                 self.save_checkpoint()
+            self._sync_checkpoints()  # train() returns with its checkpoints on disk
         except BaseException as exc:
             hook_list.on_exception(step, exc)
             raise
@@ -517,9 +552,15 @@ class Estimator:
             from tpuestimator.loops import make_loop_reader
 
             metrics = {"loss": self._train_loss, **{f"report/{name}": m for name, m in self._report.items()}}
-            reader = make_loop_reader(metrics, self._spec.model.trainable_variables if self.config.nan_sentinel else None)
+            reader = make_loop_reader(metrics, self._sentinel_variables() if self.config.nan_sentinel else None)
             self._loop_reader_fn = reader
         return reader
+
+    def _sentinel_variables(self) -> list:
+        """What the NaN/Inf sentinel checks: the trainable weights and the optimizer's state
+        (e.g. Adam's moments, which can overflow while the weights stay finite), so that no
+        checkpoint with a non-finite value is ever written."""
+        return [*self._spec.model.trainable_variables, *self._optimizer.variables]
 
     def _make_sentinel(self):
         import math
@@ -528,7 +569,7 @@ class Estimator:
         if all_finite is None:  # built once per Estimator: tracing it costs ~30 ms per train() call
             from tpuestimator.loops import make_all_finite
 
-            all_finite = self._all_finite_fn = make_all_finite(self._spec.model.trainable_variables)
+            all_finite = self._all_finite_fn = make_all_finite(self._sentinel_variables())
 
         def check(step: int, logs: dict, last_saved: int, weights_finite: bool | None = None) -> None:
             what = None
@@ -563,11 +604,22 @@ class Estimator:
         """Saves a checkpoint at the current global step; returns its path."""
         import tensorflow as tf
 
-        options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) \
-            if self.config.async_checkpoint else None
-        path = self._manager.save(checkpoint_number=self._step, options=options)
+        if not self.config.async_checkpoint:
+            path = self._manager.save(checkpoint_number=self._step)
+        else:
+            # The write runs in a background thread; the `checkpoint` file (latest_checkpoint)
+            # names the new checkpoint once it is complete. The next save waits for it.
+            options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+            with _keras_async_checkpoint_fix():
+                path = self._manager.save(checkpoint_number=self._step, options=options)
         logger.info("saved checkpoint %s", path)
         return path
+
+    def _sync_checkpoints(self) -> None:
+        """Waits for an asynchronous checkpoint write to finish (no-op otherwise)."""
+        sync = getattr(getattr(self, "_checkpoint", None), "sync", None)
+        if self.config.async_checkpoint and callable(sync):
+            sync()
 
     # ------------------------------------------------------------------ eval / predict
     def _padded_distributed(self, input_fn, mode: Mode, global_batch: int, field: str, steps: int | None):

@@ -135,3 +135,15 @@ def test_errors_not_from_the_data_pass_through_unchanged():
         with translate_errors(section, "eval"):
             tf.reshape(tf.zeros([3]), [2])
     assert os.path.exists(section["eval"])
+
+
+def test_a_training_job_stops_with_the_data_error(tmp_path):
+    from tpuestimator.job import run_job
+
+    case = next(c for c in CASES if c["name"] == "negative_pixel")
+    config = {"name": "bad", "model": "linear", "params": {"learning_rate": 0.01}, "data": resolve(case["data"]),
+              "train": {"batch_size": 4, "max_steps": 20, "iterations_per_loop": 10, "save_checkpoints_steps": 10},
+              "eval": {"batch_size": 4}, "export": {"enabled": False}}
+    with pytest.raises(DataError, match=case["error"]) as info:
+        run_job(config, model_dir=str(tmp_path / "m"), runs_dir=str(tmp_path / "runs"), export=False)
+    assert (info.value.record, info.value.feature) == (3, "pixels")

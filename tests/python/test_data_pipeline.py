@@ -69,7 +69,7 @@ def test_shuffle_is_seeded_and_reseeded_by_start_step():
 def test_window_shuffle_permutes_each_window_reproducibly():
     from tpuestimator.data.pipeline import window_shuffle
 
-    records = tf.data.Dataset.range(64).map(lambda i: tf.strings.as_string(i)).repeat()
+    records = tf.data.Dataset.range(64).map(lambda i: tf.strings.as_string(i)).batch(5).repeat()  # chunks
 
     def order(seed):
         return [v for b in window_shuffle(records, 30, 8, seed).take(16) for v in b.numpy().tolist()]

@@ -141,6 +141,16 @@ def test_numpy_images_and_labels_to_mnist_format(tmp_path):
             assert labels[i] == y
 
 
+def test_integer_image_arrays_as_r_sends_them(tmp_path):
+    images = np.arange(20 * 8 * 8, dtype=np.int32).reshape(20, 8, 8) % 256
+    m = write_tfrecords({"image": images, "label": np.arange(20, dtype=np.int32) % 2}, tmp_path / "out",
+                        format="mnist", split=0.2)
+    assert m["format"] == "mnist" and m["image"] == {"height": 8, "width": 8, "channels": 1}
+    assert m["splits"]["eval"]["count"] == 4
+    with pytest.raises(DataError, match="holds pixels from 45 to 300"):
+        write_tfrecords({"image": images + 45, "label": np.zeros(20, int)}, tmp_path / "bad", format="mnist")
+
+
 def test_data_frame_with_factor_label_and_declared_dtypes(tmp_path):
     df = pd.DataFrame({"a": [0.5, 1.5, 2.5, 3.5], "b": [1, 2, 3, 4], "s": ["x", "y", "x", "z"],
                        "y": pd.Categorical(["lo", "hi", "hi", "lo"], categories=["lo", "hi"])})

@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# Two hidden layers at learning rate 1e10 overflow within two steps for any seed (Adam or SGD).
-LR_OVERRIDES = ["model=mlp", "params.learning_rate=1.0e+10", "params.hidden_units=[32, 32]",
+# Two hidden layers at learning rate 1e10 overflow within two loops for any seed; SGD keeps
+# no slots, so the checkpoint of the first loop is finite (Adam's second moments overflow
+# in step 1: the sentinel then stops at the first loop, with no checkpoint yet).
+LR_OVERRIDES = ["model=mlp", "params.optimizer=sgd", "params.learning_rate=1.0e+10", "params.hidden_units=[32, 32]",
                 "train.max_steps=40", "train.iterations_per_loop=2", "train.save_checkpoints_steps=2",
                 "eval.every_n_steps=null", "export.enabled=false", "run.model_dir=model"]
 
@@ -164,3 +166,24 @@ def test_poisoned_batch_is_found_bundled_and_replayed_to_the_user_line(tmp_path)
     # Check-numerics was switched off again: the same step without it reports the loss.
     plain = replay_bundle(err.report_path, check_numerics=False)
     assert plain["reproduced"] and plain["what"] == "loss"
+
+
+def test_optimizer_state_overflow_before_any_checkpoint_is_replayed_from_the_initial_weights(tmp_path):
+    from helpers import array_input_fn, make_data
+    from tpuestimator import Estimator, RunConfig
+    from tpuestimator.errors import NonFiniteError
+
+    x, y = make_data(512)
+    est = Estimator("mlp", RunConfig(model_dir=str(tmp_path / "m"), train_batch_size=32, iterations_per_loop=3,
+                                     save_checkpoints_steps=None, strategy="cpu"),
+                    {"num_classes": 3, "learning_rate": 1e10, "hidden_units": [32, 32]})  # Adam
+    with pytest.raises(NonFiniteError) as info:
+        est.train(array_input_fn(x, y), max_steps=30)
+    err = info.value
+    assert err.last_good_checkpoint is None and est.latest_checkpoint() is None  # nothing non-finite was saved
+    report = json.loads((Path(err.report_path) / "report.json").read_text())
+    assert report["reproduced_on_host"], report["note"]  # the initial weights were rebuilt exactly (seeded)
+    assert report["replayed_from"].startswith("initial weights")
+    first = report["first_nonfinite"]
+    assert 1 <= first["step"] <= err.step <= 3
+    assert report["nonfinite_variables"]  # the weights or Adam's moments at detection

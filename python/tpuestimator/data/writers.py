@@ -115,10 +115,7 @@ def plan_write(source: Any, *, labels: Sequence | None = None, split: float | st
     train_idx, eval_idx = split_indices(n, float(eval_fraction), seed, ids)
     image_cols = [k for k, v in cols.items() if v.dtype == np.uint8 and v.ndim in (3, 4)]
     if format == "mnist" or (format is None and len(cols) == 1 and image_cols and ids is not None):
-        if len(image_cols) != 1 or len(cols) != 1:
-            raise DataError(f"{name}: format 'mnist' needs exactly one uint8 image array [n, h, w(, c)] and labels; "
-                            f"got columns {list(cols)}.")
-        pixels = cols[image_cols[0]]
+        pixels = _pixels(cols, name)
         shape = list(pixels.shape[1:]) + ([1] if pixels.ndim == 3 else [])
         items = {s: [(pixels[i], int(ids[i])) for i in idx] for s, idx in (("train", train_idx), ("eval", eval_idx))}
         return WritePlan("mnist", encode.RecordEncoder("mnist"), items,
@@ -142,6 +139,30 @@ def plan_write(source: Any, *, labels: Sequence | None = None, split: float | st
         stored[s] = [int(ids[i]) for i in idx] if ids is not None else []
     encoder = encode.RecordEncoder("features", features=fspec, label=lab)
     return WritePlan("features", encoder, items, stored, vocab, features=fspec, label=lab, source=name)
+
+
+def _pixels(cols: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """The one image column of an mnist-format write, as uint8 [n, h, w(, c)].
+
+    Integer (or integral float) arrays with values in 0..255 are accepted (R's integer
+    arrays arrive as int32).
+    """
+    if len(cols) != 1 or next(iter(cols.values())).ndim not in (3, 4):
+        shapes = {k: list(v.shape) for k, v in cols.items()}
+        raise DataError(f"{name}: format 'mnist' needs exactly one image array [n, height, width(, channels)] of "
+                        f"pixels 0..255 plus labels; got {shapes}.")
+    key, arr = next(iter(cols.items()))
+    if arr.dtype == np.uint8:
+        return arr
+    values = np.asarray(arr)
+    if values.dtype.kind not in "iuf" or (values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0)):
+        raise DataError(f"{name}: column {key!r} holds {values.dtype} values; mnist records store whole pixel "
+                        "values 0..255. Round or rescale the images (e.g. x * 255).", feature=key)
+    lo, hi = values.min(), values.max()
+    if lo < 0 or hi > 255:
+        raise DataError(f"{name}: column {key!r} holds pixels from {lo} to {hi}; mnist records store 0..255. "
+                        "Rescale the images.", feature=key)
+    return values.astype(np.uint8)
 
 
 def _dtype_name(arr: np.ndarray) -> str:

@@ -116,10 +116,17 @@ class HostReplay:
         self._step_fn = None
 
     # ------------------------------------------------------------------ state
+    def _checkpoint(self):
+        """model + optimizer + step, as the Estimator checkpoints them (no save counter)."""
+        import tensorflow as tf
+
+        est = self.estimator
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=est._step)
+
     def restore(self, checkpoint: str | None) -> int:
         """Restores model, optimizer and step from `checkpoint` (None: keep the initial state)."""
         if checkpoint:
-            self.estimator._checkpoint.restore(checkpoint).assert_existing_objects_matched()
+            self._checkpoint().restore(checkpoint).assert_existing_objects_matched()
         return int(self.estimator._step.numpy())
 
     def snapshot(self) -> None:
@@ -138,7 +145,9 @@ class HostReplay:
 
     def save(self, prefix: str) -> str:
         """Writes the current state (model, optimizer, step) as a checkpoint; returns its path."""
-        return self.estimator._checkpoint.write(prefix)
+        checkpoint = self._checkpoint()
+        _ = checkpoint.save_counter  # created, so the file matches what restore() builds
+        return checkpoint.write(prefix)
 
     # ------------------------------------------------------------------ steps
     def _build_step(self):
@@ -149,6 +158,9 @@ class HostReplay:
         variables = self.model.trainable_variables
         names = [v.path if hasattr(v, "path") else v.name for v in variables]
         self.variable_names = names
+        # After the update: the weights and the optimizer's float state (the sentinel checks both).
+        state = [*variables, *[v for v in self.optimizer.variables if "float" in str(v.dtype)]]
+        self.state_names = [v.path if hasattr(v, "path") else v.name for v in state]
         check_grads = not self.loss_scaled  # a loss-scaled optimizer skips non-finite gradients by design
 
         def finite(x):
@@ -175,13 +187,23 @@ class HostReplay:
             loss_ok = tf.logical_and(tf.reduce_all(tf.math.is_finite(per_example)), tf.math.is_finite(loss))
             grads_ok = tf.stack([finite(g) if check_grads else tf.constant(True) for g in total])
             self.optimizer.apply_gradients(zip(total, variables))
-            weights_ok = tf.stack([finite(v) for v in variables])
+            weights_ok = tf.stack([finite(v) for v in state])
             return loss, loss_ok, grads_ok, weights_ok
 
         @tf.function
         def step(batches):
             return est.strategy.run(replica_fn, args=(batches,))
         return step
+
+    def rename(self, variable_names: list[str], state_names: list[str]) -> None:
+        """Reports variables under the original model's names (a second model instance gets
+        suffixed layer names)."""
+        if self._step_fn is None:
+            self._step_fn = self._build_step()
+        if len(variable_names) == len(self.variable_names):
+            self.variable_names = list(variable_names)
+        if len(state_names) == len(self.state_names):
+            self.state_names = list(state_names)
 
     def run_step(self, step: int, batches) -> StepCheck:
         """Runs one training step on `batches` (one (features, labels) per original replica)."""
@@ -192,7 +214,7 @@ class HostReplay:
         grads_ok, weights_ok = grads_ok.numpy().tolist(), weights_ok.numpy().tolist()
         return StepCheck(step=step, loss=float(loss), loss_finite=bool(loss_ok),
                          bad_gradients=[n for n, ok in zip(self.variable_names, grads_ok) if not ok],
-                         bad_weights=[n for n, ok in zip(self.variable_names, weights_ok) if not ok])
+                         bad_weights=[n for n, ok in zip(self.state_names, weights_ok) if not ok])
 
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -264,8 +286,13 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
     replay = HostReplay(estimator.model_fn, estimator.params, replica_batch=replica_batch, num_replicas=replicas,
                         probe_input_fn=input_fn, precision=estimator.config.precision, seed=estimator.config.seed,
                         warm_start_from=estimator.config.warm_start_from if latest is None else None)
+    original = [getattr(v, "path", v.name) for v in estimator.spec.model.trainable_variables]
+    original_state = [getattr(v, "path", v.name) for v in
+                      [*estimator.spec.model.trainable_variables,
+                       *[v for v in estimator._optimizer.variables if "float" in str(v.dtype)]]]
     try:
         replay.restore(latest)
+        replay.rename(original, original_state)
         dataset = input_fn(params).skip((start - origin) * replicas)
         iterator = iter(dataset)
         finding = Finding(False, start_checkpoint=latest)

@@ -46,11 +46,12 @@ def _nonfinite_variables(estimator, limit: int = 50) -> list[str]:
     import numpy as np
 
     bad = []
-    for v in estimator.spec.model.trainable_variables:
+    for v in estimator._sentinel_variables():
         try:
-            if not np.all(np.isfinite(np.asarray(v.numpy(), dtype=np.float64))):
+            value = np.asarray(v.numpy())
+            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
                 bad.append(getattr(v, "path", v.name))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, AttributeError):
             continue
         if len(bad) >= limit:
             break
@@ -189,13 +190,13 @@ def format_report(report: dict) -> str:
         "No checkpoint of the non-finite state was written.",
     ]
     if report["nonfinite_variables"]:
-        lines.append("Non-finite weights at detection: " + ", ".join(report["nonfinite_variables"][:20])
+        lines.append("Non-finite variables (weights, optimizer state) at detection: " + ", ".join(report["nonfinite_variables"][:20])
                      + (" ..." if len(report["nonfinite_variables"]) > 20 else ""))
     first = report.get("first_nonfinite")
     lines.append("")
     if first:
         detail = {"loss": "the loss", "gradients": "the gradients of " + ", ".join(first["bad_gradients"][:8]),
-                  "weights": "the weights after the update: " + ", ".join(first["bad_weights"][:8])}[first["what"]]
+                  "weights": "the weights or optimizer state after the update: " + ", ".join(first["bad_weights"][:8])}[first["what"]]
         lines += [
             f"Host replay from {report['replayed_from']} ({report['replayed_steps']} steps): the first non-finite "
             f"step is step {first['step']}: {detail} (loss {first['loss']}).",
