@@ -24,7 +24,8 @@ sys.path.insert(0, str(HERE))
 import common  # noqa: E402
 
 # name -> script. bench_input.py and bench_hooks.py belong to other owners; they run when
-# present, with the same `--smoke` / `--out` contract (common.standard_args).
+# present: bench_hooks.py with the `--smoke` / `--out` contract (common.standard_args),
+# bench_input.py with its own arguments (it writes input_results.md).
 SCRIPTS = {"loop": "bench_loop.py", "eval": "bench_eval.py", "checkpoint": "bench_checkpoint.py",
            "startup": "bench_startup.py", "input": "bench_input.py", "hooks": "bench_hooks.py"}
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
@@ -37,13 +38,19 @@ def run_scripts(names, out: Path, smoke: bool) -> dict:
         if not script.exists():
             status[name] = "absent"
             continue
-        cmd = [sys.executable, str(script), "--out", str(out)] + (["--smoke"] if smoke else [])
+        cmd = [sys.executable, str(script), *_args(name, out, smoke)]
         print(f"== {name}: {' '.join(cmd)}", flush=True)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=_env())
         status[name] = "ok" if proc.returncode == 0 else f"failed ({proc.returncode})"
         print(f"== {name}: {status[name]} in {time.perf_counter() - t0:.0f} s", flush=True)
     return status
+
+
+def _args(name: str, out: Path, smoke: bool) -> list[str]:
+    if name == "input":  # bench_input.py writes input_results.md itself (its own --out is that file)
+        return ["--repeats", "1", "--seconds", "0.05", "--out", str(out / "input_results.md")] if smoke else []
+    return ["--out", str(out)] + (["--smoke"] if smoke else [])
 
 
 def _env():

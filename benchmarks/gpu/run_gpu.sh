@@ -8,7 +8,8 @@
 #   PYTHON   default: $PYTHON, else .venv/bin/python, else python3
 #   OUT_DIR  default: $OUT (the device machine's output folder), else benchmarks/results/gpu
 # env: GPU_BENCH_ALLOW_CPU=1 runs it without a GPU (a dry run of the script on a laptop);
-#      GPU_BENCH_SMOKE=1 uses tiny sizes.
+#      GPU_BENCH_SMOKE=1 uses tiny sizes; GPU_BENCH_ROUNDS (default 15) timed rounds;
+#      GPU_BENCH_VARIANTS overrides the precision/XLA list (e.g. "float32,mixed_bfloat16+jit").
 # Wall-clock: under 5 minutes on one H200 (each step is bounded by `timeout`); the JSON
 # results land in OUT_DIR: gpu_cnn.json, gpu_linear.json, env.txt, *.log.
 set -uo pipefail
@@ -48,7 +49,7 @@ cat "$OUT_DIR/env.txt"
 status=0
 # 2. cnn: bare vs Estimator, 3 precisions x XLA off/on, one process (one CUDA start-up).
 timeout 200 "$PY" benchmarks/bench_loop.py "${SMOKE[@]}" --workloads cnn --configs bare,estimator \
-  --variants float32,float32+jit,mixed_bfloat16,mixed_bfloat16+jit,mixed_float16,mixed_float16+jit \
+  --variants "${GPU_BENCH_VARIANTS:-float32,float32+jit,mixed_bfloat16,mixed_bfloat16+jit,mixed_float16,mixed_float16+jit}" \
   --repeats "${GPU_BENCH_ROUNDS:-15}" --out "$OUT_DIR" --name gpu_cnn 2>&1 | tee "$OUT_DIR/gpu_cnn.log" \
   | grep -v "^WARNING\|^I0000\|^W0000" || true
 [ -s "$OUT_DIR/gpu_cnn.json" ] || status=1

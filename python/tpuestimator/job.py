@@ -253,7 +253,7 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
         from tpuestimator.hooks.hparams import HParamsHook
 
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
-        job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg)))
+        job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg), trial_id=recorder.name))
     from tpuestimator.debug import hooks_from_config
 
     job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,

@@ -17,7 +17,6 @@ since the last good checkpoint are replayed on the host (`replay.find_first_nonf
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time

@@ -476,35 +476,6 @@ class RunRecorder:
             arrays = self._metric_arrays()
         return write_metric_pngs(arrays, self.plots_dir)
 
-    def write_hparams(self, metrics: Mapping[str, Any] | None = None, *, step: int | None = None) -> bool:
-        """Writes TensorBoard HParams summaries into ``logs/`` (the flags, and `metrics` at `step`).
-
-        TensorBoard's HParams dashboard then compares the runs of the runs folder by flag.
-        Imports TensorFlow. A failure is logged, never raised: it must not fail a run.
-
-        Args:
-          metrics: final metric values (e.g. the last evaluation); default the evaluation
-            written by `write_evaluation()`, if any.
-          step: their global step; default the last logged step.
-
-        Returns:
-          True when written.
-        """
-        from tpuestimator.runs.query import read_json
-
-        if metrics is None:
-            metrics = read_json(self.record_dir / "evaluation.json") or {}
-        if step is None:
-            step = next((int(s) for s in reversed(self._steps) if s is not None), 0)
-        try:
-            from tpuestimator.tensorboard import write_hparams
-
-            write_hparams(self.logs_dir, self.flags, metrics, trial_id=self.name, step=step)
-            return True
-        except Exception:  # TensorBoard missing or a summary error: the run itself is fine
-            logger.warning("Could not write the HParams summaries of %s", self.run_dir, exc_info=True)
-            return False
-
     # ------------------------------------------------------------------ ending
     def _finish_plots(self) -> None:
         if not self._rows:
