@@ -270,7 +270,8 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             if stopper and stopper.update(step, metrics):
                 stopped_early = True
                 break
-        if hook_stop:
+        if hook_stop:  # a hook (early stopping, stop-at-step, an R callback) asked to stop
+            stopped_early = True
             break
         if target is not None and step < target:  # the input ended inside the loop
             break
