@@ -44,7 +44,7 @@ TARGETS = {
 # 100-step loops. A waiting configuration's input pipeline runs ahead (prefetch), so its
 # first loop after a wait is not steady state: `settle` loops drain it. The cnn runs ~20
 # steps/s on two shared cores (5 s a loop): there the head start is negligible.
-ROUNDS = {"linear": 20, "cnn": 5}
+ROUNDS = {"linear": 20, "cnn": 6}
 TURN = {"linear": (1, 3), "cnn": (0, 1)}
 
 
@@ -263,6 +263,8 @@ def main(argv=None) -> int:
     else:
         variants = [(args.precision, args.jit_compile)]
     results, ratios, targets = {}, {}, {}
+    machine_info = common.machine()
+    path = None
     for precision, jit in variants:
         suffix = "" if len(variants) == 1 else f"@{precision}{'+jit' if jit else ''}"
         for workload in args.workloads.split(","):
@@ -287,14 +289,19 @@ def main(argv=None) -> int:
             for key, sets in res["ratios"].items():
                 log(f"  {key_w} {key} = {common.fmt_ratio(sets['steps_per_sec'])}; overall {sets['overall']:.2f}; "
                     f"cpu-efficiency {common.fmt_ratio(sets['cpu_efficiency'])}")
-    path = common.write_results(args.name, args.out, smoke=args.smoke, args=vars(args), results=results,
-                                ratios=ratios, targets=targets,
+            # Written after every workload/variant: a run cut short (a timeout) keeps what it measured.
+            path = write(args, results, ratios, targets, machine_info)
+    log(f"wrote {path}")
+    return 0
+
+
+def write(args, results, ratios, targets, machine_info):
+    return common.write_results(args.name, args.out, smoke=args.smoke, args=vars(args), results=results,
+                                ratios=ratios, targets=targets, machine_info=machine_info,
                                 notes=["configurations take turns (common.run_gated): per round each runs `settle` "
                                        "untimed then `timed` loops back to back; a loop's time runs from one loop "
                                        "boundary to the next (host work included); ratios are per round: median, "
                                        "IQR, range; the first round (tracing) is not timed"])
-    log(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ description, result files, and the benchmark workloads (seed 002's MNIST TFRecor
 
 The machine these run on is shared and noisy, so no absolute figure is a result: every
 script runs the configurations it compares in ONE process, interleaved repeat by repeat
-(`interleave`), and reports per-repeat RATIOS (`paired_ratio`) with their spread.
+(`interleave` for whole passes; `run_gated` for training loops: each configuration in its
+own thread, taking turns at loop boundaries), and reports per-repeat RATIOS
+(`paired_ratio`, `loop_ratio`) with their spread (`summarize`: median, quartiles, range).
 
 Every `benchmarks/bench_*.py` follows one command-line contract (`standard_args`):
 `--smoke` (tiny sizes, seconds: what tests/python/test_benchmarks_smoke.py runs),
@@ -425,4 +427,11 @@ def build_model(workload: str, seed: int = 42):
 
 
 def temp_dir(prefix: str) -> str:
-    return tempfile.mkdtemp(prefix=f"tpue-bench-{prefix}-")
+    """A fresh temporary folder, removed when the process exits (TPUE_BENCH_KEEP=1 keeps it)."""
+    path = tempfile.mkdtemp(prefix=f"tpue-bench-{prefix}-")
+    if os.environ.get("TPUE_BENCH_KEEP") != "1":
+        import atexit
+        import shutil
+
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

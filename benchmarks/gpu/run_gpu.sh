@@ -10,8 +10,9 @@
 # env: GPU_BENCH_ALLOW_CPU=1 runs it without a GPU (a dry run of the script on a laptop);
 #      GPU_BENCH_SMOKE=1 uses tiny sizes; GPU_BENCH_ROUNDS (default 15) timed rounds;
 #      GPU_BENCH_VARIANTS overrides the precision/XLA list (e.g. "float32,mixed_bfloat16+jit").
-# Wall-clock: under 5 minutes on one H200 (each step is bounded by `timeout`); the JSON
-# results land in OUT_DIR: gpu_cnn.json, gpu_linear.json, env.txt, *.log.
+# Wall-clock: under 5 minutes on one H200 (each step is bounded by `timeout`: 60 + 180 + 50 s
+# at most; bench_loop.py rewrites its JSON after every variant, so a step cut short keeps
+# what it measured). The results land in OUT_DIR: gpu_cnn.json, gpu_linear.json, env.txt, *.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -32,7 +33,7 @@ start=$(date +%s)
 } > "$OUT_DIR/env.txt" 2>&1
 
 # 1. TensorFlow sees a GPU (fails fast, with the reason, when it does not).
-if ! timeout 120 "$PY" - >> "$OUT_DIR/env.txt" 2>&1 <<'PYEOF'
+if ! timeout 60 "$PY" - >> "$OUT_DIR/env.txt" 2>&1 <<'PYEOF'
 import os, sys
 import tensorflow as tf, keras
 gpus = tf.config.list_physical_devices("GPU")
@@ -48,14 +49,14 @@ cat "$OUT_DIR/env.txt"
 
 status=0
 # 2. cnn: bare vs Estimator, 3 precisions x XLA off/on, one process (one CUDA start-up).
-timeout 200 "$PY" benchmarks/bench_loop.py "${SMOKE[@]}" --workloads cnn --configs bare,estimator \
+timeout "${GPU_BENCH_CNN_TIMEOUT:-180}" "$PY" benchmarks/bench_loop.py ${SMOKE[@]+"${SMOKE[@]}"} --workloads cnn --configs bare,estimator \
   --variants "${GPU_BENCH_VARIANTS:-float32,float32+jit,mixed_bfloat16,mixed_bfloat16+jit,mixed_float16,mixed_float16+jit}" \
   --repeats "${GPU_BENCH_ROUNDS:-15}" --out "$OUT_DIR" --name gpu_cnn 2>&1 | tee "$OUT_DIR/gpu_cnn.log" \
   | grep -v "^WARNING\|^I0000\|^W0000" || true
 [ -s "$OUT_DIR/gpu_cnn.json" ] || status=1
 
 # 3. linear (loop overhead on a GPU): bare vs Keras fit vs Estimator, float32.
-timeout 60 "$PY" benchmarks/bench_loop.py "${SMOKE[@]}" --workloads linear --configs bare,keras,estimator \
+timeout "${GPU_BENCH_LINEAR_TIMEOUT:-50}" "$PY" benchmarks/bench_loop.py ${SMOKE[@]+"${SMOKE[@]}"} --workloads linear --configs bare,keras,estimator \
   --repeats "${GPU_BENCH_ROUNDS:-15}" --out "$OUT_DIR" --name gpu_linear 2>&1 | tee "$OUT_DIR/gpu_linear.log" \
   | grep -v "^WARNING\|^I0000\|^W0000" || true
 [ -s "$OUT_DIR/gpu_linear.json" ] || status=1
