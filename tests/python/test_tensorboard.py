@@ -50,7 +50,12 @@ def make_run(runs_dir: Path, lr: float) -> RunRecorder:
         writer.close()
     rec.log_metrics(10, {"loss": 0.1}, eval_metrics={"loss": 0.12})
     rec.log_metrics(20, {"loss": 0.05}, eval_metrics={"loss": 0.06})
-    assert rec.write_hparams({"accuracy": 0.75, "auc": float("nan")})  # at the last logged step
+    from tpuestimator.hooks.hparams import HParamsHook
+
+    hparams = HParamsHook(str(rec.logs_dir), flags, trial_id=rec.name)   # as run_job adds it
+    hparams.after_eval(20, {"accuracy": 0.75, "auc": float("nan")})
+    hparams.close()
+    assert hparams.written
     rec.complete(plots=False)
     return rec
 
