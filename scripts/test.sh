@@ -14,4 +14,6 @@ echo "== pytest"
 .venv/bin/python -m pytest tests/python -q -p no:cacheprovider "$@" || status=$?
 echo "== testthat"
 Rscript -e 'res <- testthat::test_local(".", reporter = c("summary", "fail"), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), sum(df$failed) + sum(df$error), sum(df$skipped))); if (sum(df$failed) + sum(df$error) > 0 || (Sys.getenv("TPUESTIMATOR_FORCE_TESTS") == "1" && sum(df$skipped) > 0)) quit(status = 1)' || status=$?
+echo "== R CMD check"
+bash scripts/r_check.sh || status=$?
 exit $status

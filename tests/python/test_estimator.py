@@ -212,3 +212,17 @@ def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
     with pytest.raises(TPUUnavailableError, match="no local TPU devices"):
         make_strategy({"strategy": "tpu", "tpu": "local"})
     assert time.monotonic() - start < 30
+
+
+def test_async_checkpoints_save_repeatedly_and_restore(tmp_path):
+    x, y = make_data(256)
+    est = _estimator(tmp_path, async_checkpoint=True, save_checkpoints_steps=10, keep_checkpoint_max=2)
+    est.train(array_input_fn(x, y), max_steps=40)       # four async saves (the 2nd used to fail)
+    assert est.latest_checkpoint().endswith("ckpt-40")
+    kept = sorted(p.name for p in (tmp_path / "model").glob("ckpt-*.index"))
+    assert kept == ["ckpt-30.index", "ckpt-40.index"]
+    again = _estimator(tmp_path, async_checkpoint=True)
+    again.train(array_input_fn(x, y), max_steps=40)      # restores; nothing left to train
+    assert again.global_step == 40
+    np.testing.assert_allclose(np.asarray(again.model.get_layer("logits").weights[0]),
+                               np.asarray(est.model.get_layer("logits").weights[0]))
