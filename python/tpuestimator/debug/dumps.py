@@ -30,8 +30,7 @@ import logging
 import os
 from typing import Any, Sequence
 
-from tpuestimator.hooks.base import Hook
-from tpuestimator.hooks.profiler import StepWindow, step_window
+from tpuestimator.hooks.profiler import StepWindow, StepWindowHook, step_window
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +39,9 @@ DEFAULT_BUFFER = 1_000_000
 _DUMPED_DIRS: set[str] = set()  # enable_dump_debug_info may run once per folder and process (see above)
 
 
-class DumpHook(Hook):
+class DumpHook(StepWindowHook):
+    # Stopping when training leaves train() (StepWindowHook) means nothing else is dumped
+    # and no instrumented loop outlives the dump.
     """Writes Debugger V2 dumps of training steps `first..last` into `dump_dir`.
 
     Args:
@@ -124,16 +125,6 @@ class DumpHook(Hook):
             self.dumped_steps.extend(range(step - int(logs.get("steps", 1)) + 1, step + 1))
             if step >= self.window.last:
                 self._stop(step)
-
-    def end(self, step, logs):
-        # Training is leaving train() (evaluation, export or the end): stop here, so nothing
-        # else is dumped and no instrumented loop outlives the dump.
-        if self.active:
-            self._stop(step)
-
-    def on_exception(self, step, exc):
-        if self.active:
-            self._stop(step)
 
     def _stop(self, step: int) -> None:
         import tensorflow as tf

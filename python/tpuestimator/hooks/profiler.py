@@ -53,7 +53,25 @@ class StepWindow:
         return self.first - 1 <= step < self.last
 
 
-class ProfilerHook(Hook):
+class StepWindowHook(Hook):
+    """Base of hooks that switch something on for steps a..b: whatever is on is switched off
+    when training leaves `train()` (the end, evaluation, export) or raises."""
+
+    active = False
+
+    def _stop(self, step: int) -> None:
+        raise NotImplementedError
+
+    def end(self, step, logs):
+        if self.active:
+            self._stop(step)
+
+    def on_exception(self, step, exc):
+        if self.active:
+            self._stop(step)
+
+
+class ProfilerHook(StepWindowHook):
     """Profiles training steps `first..last` with `tf.profiler.experimental`.
 
     Args:
@@ -93,14 +111,6 @@ class ProfilerHook(Hook):
 
     def after_loop(self, step, logs):
         if self.active and step >= self.window.last:
-            self._stop(step)
-
-    def end(self, step, logs):
-        if self.active:
-            self._stop(step)
-
-    def on_exception(self, step, exc):
-        if self.active:
             self._stop(step)
 
     def _stop(self, step: int) -> None:
