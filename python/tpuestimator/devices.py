@@ -53,8 +53,15 @@ def split_cpu(num_devices: int) -> None:
                           "devices at start-up, so run it in a fresh process") from None
 
 
+# One strategy per kind and device set per process. TensorFlow's collective all-reduce keys
+# are per strategy object: two MirroredStrategy objects over the same devices in one process
+# (a second Estimator, a second tpu_train() in an R session) can collide and abort with
+# "Shape mismatch in the collective instance". Reusing the strategy avoids that.
+_STRATEGIES: dict = {}
+
+
 def make_strategy(run: Mapping[str, Any]):
-    """Builds the strategy for a config's `run` section.
+    """Builds (or reuses) the strategy for a config's `run` section.
 
     Returns:
       (strategy, DeviceInfo)
@@ -63,6 +70,13 @@ def make_strategy(run: Mapping[str, Any]):
       TPUUnavailableError: `tpu` asked for but unreachable (never a hang).
       ConfigError: a strategy that cannot be built here, naming `run.strategy`.
     """
+    key = tuple(sorted((k, str(run.get(k))) for k in ("strategy", "num_cpu_devices", "tpu", "zone", "project")))
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _build_strategy(run)
+    return _STRATEGIES[key]
+
+
+def _build_strategy(run: Mapping[str, Any]):
     import tensorflow as tf
 
     kind = run.get("strategy", "auto")
