@@ -4,9 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_python.sh
+cli="$PWD/.venv/bin/tpuestimator"
 work=${WORK_DIR:-work-out}
 mkdir -p "$work"
 cd "$work"
-../.venv/bin/tpuestimator example digits --out digits
-../.venv/bin/tpuestimator train digits/digits.yaml "$@"
-../.venv/bin/tpuestimator runs ls --latest 1 || true
+"$cli" example digits --out digits
+"$cli" train digits/digits.yaml "$@"
+"$cli" runs ls --latest 1
