@@ -389,15 +389,11 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
     if format == "tflite":
         import tensorflow as tf
 
-        from tpuestimator.io import atomic_write_text
+        from tpuestimator.io import atomic_write_bytes
 
         converter = tf.lite.TFLiteConverter.from_saved_model(path)
-        tflite = converter.convert()
         target = os.path.join(base, f"model-{estimator.global_step}.tflite")
-        tmp = target + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(tflite)
-        os.replace(tmp, target)
+        atomic_write_bytes(target, converter.convert())
         return target
     return path
 

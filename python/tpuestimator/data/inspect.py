@@ -7,6 +7,7 @@ examples and, for images, writes a PNG grid of samples with their labels.
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import math
 import os
@@ -19,6 +20,7 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.diagnose import iter_records, check_example
 from tpuestimator.data.pipeline import build_dataset, list_files
 from tpuestimator.errors import DataError
+from tpuestimator.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +182,9 @@ def write_grid(images: np.ndarray, labels: np.ndarray, vocab, path: str, *, cell
         grid.paste(pil, (x, y))
         lab = int(labels[i])
         draw.text((x + 2, y + cell), f"{lab}: {_class_name(vocab, lab)}"[:16], fill="black")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    grid.save(tmp, "PNG")
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    grid.save(buffer, "PNG")
+    atomic_write_bytes(path, buffer.getvalue())
     return path
 
 

@@ -6,10 +6,10 @@ config's path, ready for `tpuestimator train <config>` or `run_job(<config>)`.
 from __future__ import annotations
 
 import os
-import shutil
 from importlib import resources
 
 from tpuestimator.errors import ConfigError
+from tpuestimator.io import atomic_write_bytes
 
 _EXAMPLES = {
     "digits": "UCI optdigits: 1,797 8x8 grey digit images (1,437 train / 360 eval) in seed 002's "
@@ -36,12 +36,7 @@ def write_example(name: str, out_dir: str | os.PathLike) -> str:
         os.makedirs(out_dir, exist_ok=True)
         pkg = resources.files("tpuestimator.examples").joinpath("digits")
         for fname in DIGITS_FILES:
-            src = pkg.joinpath(fname)
-            with resources.as_file(src) as path:
-                tmp = os.path.join(out_dir, f".{fname}.tmp")
-                shutil.copyfile(path, tmp)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, os.path.join(out_dir, fname))
+            atomic_write_bytes(os.path.join(out_dir, fname), pkg.joinpath(fname).read_bytes())
         return os.path.join(out_dir, "digits.yaml")
     if name == "shapes":
         from tpuestimator.examples.shapes import generate

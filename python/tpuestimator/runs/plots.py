@@ -224,7 +224,7 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
     """Draws the chart with Pillow and writes it atomically as PNG."""
     from PIL import Image, ImageDraw, ImageFont
 
-    from tpuestimator.runs.record import _atomic_write_bytes
+    from tpuestimator.io import atomic_write_bytes
 
     scale = 2  # draw at 2x for smooth lines, then downsample
     W, H = width * scale, height * scale
@@ -278,7 +278,7 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
     path = Path(path)
-    _atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from tpuestimator.io import atomic_write_json, atomic_write_text, json_safe
+from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from tpuestimator.runs import naming
 from tpuestimator.runs.values import clean_evaluation, flatten_flags, metric_value, property_text
 
@@ -53,22 +53,6 @@ OWNER_FILE = "owner.json"
 _RESERVED = {naming.RECORD_DIR, "logs", "plots"}
 # Keys of a metrics dict that are the x axis, not metrics.
 _STEP_NAMES = {"step", "global_step"}
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Binary twin of `tpuestimator.io.atomic_write_text` (temp file + fsync + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def _tensorflow_version() -> str | None:
@@ -304,7 +288,7 @@ class RunRecorder:
                 info = tarfile.TarInfo(f"source/{name}")
                 info.size, info.mode, info.mtime = len(data), 0o644, now
                 tar.addfile(info, _io.BytesIO(data))
-        _atomic_write_bytes(self.record_dir / "source.tar.gz", buf.getvalue())
+        atomic_write_bytes(self.record_dir / "source.tar.gz", buf.getvalue())
 
     # ------------------------------------------------------------------ properties
     @property
