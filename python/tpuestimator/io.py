@@ -81,6 +81,7 @@ def atomic_directory(final: str | os.PathLike) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700 folders; TF Serving may run as another user
         yield tmp
         os.replace(tmp, final)
     except BaseException:
