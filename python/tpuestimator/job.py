@@ -189,9 +189,6 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     Returns:
       A `JobResult`.
     """
-    from tpuestimator import data
-    from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
-    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
     cfg = _as_config(config, overrides)
     model_dir = model_dir or cfg.model_dir
