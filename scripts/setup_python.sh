@@ -2,45 +2,57 @@
 # Creates .venv with TensorFlow (CPU) and tpuestimator installed in editable mode.
 # Usage: scripts/setup_python.sh [EXTRA...]   e.g. scripts/setup_python.sh dev beam r
 # Idempotent: a stamp records what was installed; rerunning with the same inputs is instant.
+# The `r` extra (rpy2) compiles against R: run scripts/setup_system.sh r first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 TF_SPEC=${TF_SPEC:-"tensorflow-cpu==2.21.*"}
 extras=("$@")
 
-if ! "$PY" -c 'import sys; assert (3, 10) <= sys.version_info[:2] <= (3, 11)' 2>/dev/null; then
-  echo "tpuestimator needs Python 3.10 or 3.11 (reticulate 1.28 and TensorFlow 2.21); found: $("$PY" --version 2>&1)" >&2
-  echo "set PYTHON=/path/to/python3.11" >&2
+fail() {
+  echo "setup: $*" >&2
   exit 1
-fi
-if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -c 'import ensurepip' 2>/dev/null; then
-  echo "installing python3-venv (Debian)" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null
-fi
+}
 
-stamp_input="$(cat pyproject.toml) $TF_SPEC ${extras[*]:-}"
-stamp=$(printf '%s' "$stamp_input" | sha256sum | cut -c1-16)
-if [ -f .venv/.tpuestimator-stamp ] && [ "$(cat .venv/.tpuestimator-stamp)" = "$stamp" ] \
-   && .venv/bin/python -c 'import tpuestimator, tensorflow' 2>/dev/null; then
+command -v "$PY" >/dev/null 2>&1 || fail "no '$PY' on PATH: install Python 3.10 or 3.11 (apt-get install python3), or set PYTHON=/path/to/python3.11"
+"$PY" -c 'import sys; assert (3, 10) <= sys.version_info[:2] <= (3, 11)' 2>/dev/null ||
+  fail "tpuestimator needs Python 3.10 or 3.11 (reticulate 1.28 and TensorFlow 2.21); found $("$PY" --version 2>&1) at $(command -v "$PY"). Set PYTHON=/path/to/python3.11"
+bash scripts/setup_system.sh python
+
+for extra in "${extras[@]}"; do
+  if [ "$extra" = r ] && ! command -v R >/dev/null 2>&1; then
+    fail "the 'r' extra (rpy2) is built against R, and R is not on PATH: run 'bash scripts/setup_system.sh r' first (scripts/test.sh does)"
+  fi
+done
+
+# The cpu extra brings tensorflow-cpu; TF_SPEC pins its version (the default is the tested one).
+# The stamp holds a hash of the inputs and the extras installed: a run asking for a subset of
+# them (scripts/main.sh after scripts/test.sh) is instant and drops nothing.
+hash=$(printf '%s' "$(cat pyproject.toml) $TF_SPEC" | sha256sum | cut -c1-16)
+stamp=.venv/.tpuestimator-stamp
+installed=()
+if [ -f "$stamp" ] && [ "$(head -n 1 "$stamp")" = "$hash" ]; then
+  read -r -a installed <<<"$(sed -n 2p "$stamp")"
+fi
+wanted=(cpu "${extras[@]}")
+missing_extra=0
+for extra in "${wanted[@]}"; do
+  [[ " ${installed[*]:-} " == *" $extra "* ]] || missing_extra=1
+done
+if [ "$missing_extra" = 0 ] && .venv/bin/python -c 'import tpuestimator, tensorflow' 2>/dev/null; then
   exit 0
 fi
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# tensorflow-cpu stands in for the `tensorflow` the package declares (same modules, no GPU
-# code); pip would otherwise fetch both, so the package goes in with --no-deps and its other
-# requirements are read from pyproject.toml.
-.venv/bin/python -m pip install -q "$TF_SPEC"
-reqs=$(.venv/bin/python - "${extras[@]}" <<'PYEOF'
-import sys, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-deps = [d for d in project["dependencies"] if not d.startswith("tensorflow")]
-for extra in sys.argv[1:]:
-    deps += project["optional-dependencies"][extra]
-print("\n".join(deps))
-PYEOF
-)
-printf '%s\n' "$reqs" > .venv/requirements.txt
-.venv/bin/python -m pip install -q -r .venv/requirements.txt
-.venv/bin/python -m pip install -q --no-deps -e .
-.venv/bin/python -c 'import tensorflow as tf, tpuestimator; print("TensorFlow", tf.__version__, "| tpuestimator", tpuestimator.__version__)'
-echo "$stamp" > .venv/.tpuestimator-stamp
+all=$(printf '%s\n' "${installed[@]}" "${wanted[@]}" | grep -v '^$' | sort -u | tr '\n' ' ')
+all_extras=$(echo $all | tr ' ' ',')
+[ -x .venv/bin/python ] || "$PY" -m venv .venv || fail "'$PY -m venv .venv' failed: install python3-venv (scripts/setup_system.sh python)"
+pip_install() {
+  .venv/bin/python -m pip install -q "$@" >.venv/pip.log 2>&1 || {
+    tail -n 20 .venv/pip.log >&2
+    fail "pip install $* failed (no network, or no reachable package index?): full log in .venv/pip.log"
+  }
+}
+pip_install --upgrade pip
+pip_install "$TF_SPEC"
+pip_install -e ".[$all_extras]"
+.venv/bin/python -c 'import tensorflow as tf, tpuestimator; print("TensorFlow", tf.__version__, "| tpuestimator", tpuestimator.__version__)' 2>/dev/null
+printf '%s\n%s\n' "$hash" "$all" > "$stamp"

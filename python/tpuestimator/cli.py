@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 
 from tpuestimator import __version__
 
 # Each module has `register(subparsers)`; its sub-commands set `func(args) -> int`.
+# Commands that run without TensorFlow; every other one checks for it before doing anything,
+# so a bare `pip install tpuestimator` leaves no half-made run behind.
+WITHOUT_TENSORFLOW = ("example", "runs")
+TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
 COMMAND_MODULES = ("train", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
@@ -52,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     _configure_logging(args.verbose)
+    if args.command not in WITHOUT_TENSORFLOW and importlib.util.find_spec("tensorflow") is None:
+        print(f"error: {TENSORFLOW_MISSING}", file=sys.stderr)
+        return 2
     from tpuestimator.errors import TPUEstimatorError
 
     try:

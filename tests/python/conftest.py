@@ -4,6 +4,9 @@
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
   nothing is skipped silently in CI.
+- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the `slow` tests are
+  handed out first, so the longest runs start at once on separate workers instead of
+  queueing at the end; tests sharing a module-scoped fixture carry one `xdist_group`.
 """
 from __future__ import annotations
 
@@ -27,6 +30,10 @@ def pytest_configure(config):
     cpu = tf.config.list_physical_devices("CPU")[0]
     if not tf.config.get_logical_device_configuration(cpu):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)   # stable: file order kept otherwise
 
 
 @pytest.hookimpl(hookwrapper=True)

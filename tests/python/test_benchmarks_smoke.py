@@ -22,6 +22,7 @@ SCRIPTS = {
     "bench_eval.py": ("eval", ["linear", "cnn"]),
     "bench_checkpoint.py": ("checkpoint", ["linear", "cnn"]),
     "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
+    "bench_teardown.py": ("teardown", ["tensorflow", "workaround"]),
 }
 
 

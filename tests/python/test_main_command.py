@@ -1,22 +1,40 @@
-"""The README's main command, run as a new user would, and the export it leaves."""
+"""The README's main command (`bash scripts/main.sh`), run as a new user would, and what it leaves.
+
+The job runs once per session (module fixture, one xdist worker); the tests read what it
+left: eval accuracy, the export served in a fresh process, and a rerun that resumes.
+"""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("main_command")]
 
-@pytest.mark.slow
-def test_main_command_trains_digits_exports_and_serves(tmp_path, python_env):
-    cli = [sys.executable, "-m", "tpuestimator"]
-    subprocess.run(cli + ["example", "digits", "--out", "digits"], cwd=tmp_path, env=python_env, check=True,
-                   capture_output=True, timeout=120)
-    proc = subprocess.run(cli + ["train", "digits/digits.yaml"], cwd=tmp_path, env=python_env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+
+def _main_sh(work: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, WORK_DIR=str(work), TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("PYTHONPATH", None)     # as a user runs it: the venv's tpuestimator, nothing else
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "main.sh"), *args], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory):
+    work = tmp_path_factory.mktemp("main")
+    return work, _main_sh(work)
+
+
+def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
+    tmp_path, proc = main_job
     out = proc.stdout
     accuracy = float(next(line.split()[1] for line in out.splitlines() if line.strip().startswith("accuracy")))
     assert accuracy >= 0.95, out
@@ -51,19 +69,12 @@ def test_main_command_trains_digits_exports_and_serves(tmp_path, python_env):
     assert len(rows) == 2 and isinstance(rows[0]["class"], str)
 
 
-def test_rerun_resumes_and_does_not_retrain(tmp_path, python_env):
-    cli = [sys.executable, "-m", "tpuestimator"]
-    subprocess.run(cli + ["example", "digits", "--out", "d"], cwd=tmp_path, env=python_env, check=True,
-                   capture_output=True, timeout=120)
-    common = ["--set", "model=linear", "--set", "eval.every_n_steps=100", "--no-record"]
-    first = subprocess.run(cli + ["train", "d/digits.yaml", "--set", "train.max_steps=200"] + common,
-                           cwd=tmp_path, env=python_env, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
-    second = subprocess.run(cli + ["train", "d/digits.yaml", "--set", "train.max_steps=300"] + common,
-                            cwd=tmp_path, env=python_env, capture_output=True, text=True, timeout=300)
-    assert second.returncode == 0, second.stderr[-2000:]
-    assert "restored" in second.stderr or "step:     300" in second.stderr
+def test_rerun_resumes_and_does_not_retrain(main_job):
+    # The README: "rerun: resumes from the latest checkpoint". Runs after the test above
+    # (file order on one worker), which reads the first job's export.
+    tmp_path, _ = main_job
+    second = _main_sh(tmp_path, "--set", "train.max_steps=1600")
     steps = [int(line.split("step:")[1].split("|")[0]) for line in second.stderr.splitlines()
              if line.startswith("train") and "step:" in line]
-    assert steps and min(steps) > 200 and max(steps) == 300   # resumed after the step-200 checkpoint
-    assert "trained to global step 300" in second.stdout
+    assert steps and min(steps) > 1500 and max(steps) == 1600, second.stderr[-3000:]   # resumed after step 1500
+    assert "trained to global step 1600" in second.stdout

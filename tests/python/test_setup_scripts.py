@@ -1,0 +1,121 @@
+"""The set-up scripts behind the README's two commands: order of steps and clear refusals.
+
+A fresh machine once failed because rpy2 (the Python `r` extra) was built before R was
+installed; CI stayed green only because R was already there. These tests keep the order and
+each script's refusal messages from regressing unseen.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _plan() -> list[list[str]]:
+    out = subprocess.run(["bash", "scripts/test.sh", "--plan"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return [line.split(": ", 2)[2].split() for line in out.splitlines() if line.startswith("== set-up: ")]
+
+
+def test_test_command_installs_r_before_what_builds_against_it():
+    steps = _plan()
+    scripts = [step[1] for step in steps]
+    system = next(i for i, s in enumerate(steps) if s[1] == "scripts/setup_system.sh" and "r" in s[2:])
+    python_r = next(i for i, s in enumerate(steps) if s[1] == "scripts/setup_python.sh" and "r" in s[2:])
+    r_package = scripts.index("scripts/setup_r.sh")
+    assert system < python_r < r_package, steps
+    # The Debian packages the test suite needs beyond R: chromium (report tests), lintr (lint).
+    assert {"browser", "lint", "python"} <= set(steps[system][2:])
+
+
+def test_main_command_needs_no_r():
+    main = (REPO / "scripts" / "main.sh").read_text()
+    setup = [line.strip() for line in main.splitlines() if "scripts/setup_" in line]
+    assert setup == ["bash scripts/setup_python.sh"], setup   # no extras: no rpy2, no R
+
+
+def _path_without(*programs: str, tmp_path: Path) -> str:
+    """PATH with every folder's programs except `programs` (linked into one folder)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            target = bin_dir / name
+            if name in programs or target.exists() or not os.access(os.path.join(folder, name), os.X_OK):
+                continue
+            target.symlink_to(os.path.join(folder, name))
+    return str(bin_dir)
+
+
+def _scratch_checkout(tmp_path: Path) -> Path:
+    """scripts/ and pyproject.toml in a scratch folder: a script that went too far cannot touch .venv."""
+    root = tmp_path / "checkout"
+    shutil.copytree(REPO / "scripts", root / "scripts")
+    shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_r_extra_without_r_stops_before_pip_and_names_the_fix(tmp_path):
+    root = _scratch_checkout(tmp_path)
+    env = dict(os.environ, PATH=_path_without("R", "Rscript", tmp_path=tmp_path))
+    proc = subprocess.run(["bash", "scripts/setup_python.sh", "dev", "r"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "R is not on PATH" in proc.stderr and "scripts/setup_system.sh r" in proc.stderr
+    assert "rpy2" in proc.stderr
+    assert not (root / ".venv").exists(), "nothing may be installed before the check"
+
+
+def test_wrong_python_is_refused_with_the_fix(tmp_path):
+    root = _scratch_checkout(tmp_path)
+    fake = tmp_path / "python3.9"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'Python 3.9.2' && exit 0\nexit 1\n")
+    fake.chmod(0o755)
+    proc = subprocess.run(["bash", "scripts/setup_python.sh"], cwd=root, env=dict(os.environ, PYTHON=str(fake)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "needs Python 3.10 or 3.11" in proc.stderr and "Python 3.9.2" in proc.stderr and "PYTHON=" in proc.stderr
+    assert not (root / ".venv").exists()
+
+
+def test_unknown_package_group_is_named():
+    proc = subprocess.run(["bash", "scripts/setup_system.sh", "python", "rr"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and "unknown package group 'rr'" in proc.stderr and "python, r, browser" in proc.stderr
+
+
+def test_installed_groups_need_neither_root_nor_network():
+    # Everything the test command needs is installed by now: the script must be a no-op,
+    # also for a user who may not apt-get.
+    env = dict(os.environ)
+    cmd = ["bash", "scripts/setup_system.sh", "python", "r", "browser", "lint"]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_missing_package_without_root_names_the_command():
+    cmd = ["bash", "scripts/setup_system.sh", "package:tpuestimator-no-such-package"]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "needs root" in proc.stderr and "sudo apt-get install tpuestimator-no-such-package" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to cut the network for one command")
+def test_missing_package_without_network_says_so(tmp_path):
+    # A private network namespace has no route anywhere: apt-get update fails to fetch.
+    proc = subprocess.run(["unshare", "-n", "bash", "scripts/setup_system.sh", "package:tpuestimator-no-such-package"],
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 1
+    assert "apt-get update failed (no network" in proc.stderr and "tpuestimator-no-such-package" in proc.stderr
