@@ -11,6 +11,7 @@ import os
 from typing import Any, Mapping
 
 from tpuestimator.errors import ConfigError, TPUUnavailableError
+from tpuestimator import workarounds
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ def make_strategy(run: Mapping[str, Any]):
       ConfigError: a strategy that cannot be built here, naming `run.strategy`.
     """
     key = tuple(sorted((k, str(run.get(k))) for k in ("strategy", "num_cpu_devices", "tpu", "zone", "project")))
+    # Mirrored input iterators are freed when a job's Estimator goes: without this they can
+    # block the process for up to a minute each (see the function's docstring).
+    workarounds.fast_multi_device_iterator_teardown()
     if key not in _STRATEGIES:
         _STRATEGIES[key] = _build_strategy(run)
     return _STRATEGIES[key]

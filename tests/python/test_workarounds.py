@@ -34,3 +34,17 @@ def test_mirrored_input_per_device_datasets_do_not_autotune():
     assert all(d._dataset.options().autotune.enabled is False for d in device_iterators)
     # Same values as before the work-around: replica i gets the i-th slice of the global batch.
     np.testing.assert_array_equal(np.concatenate([t.numpy() for t in first]), np.arange(16))
+
+
+def test_building_a_strategy_puts_the_work_around_in_place(python_env):
+    # In a fresh process: in this one an earlier test may have applied it already.
+    import subprocess
+    import sys
+
+    code = ("from tensorflow.python.data.ops import multi_device_iterator_ops as mdi\n"
+            "from tpuestimator.devices import make_strategy\n"
+            "assert not hasattr(mdi._create_device_dataset, '__wrapped__')\n"
+            "make_strategy({'strategy': 'mirrored'})\n"
+            "assert hasattr(mdi._create_device_dataset, '__wrapped__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
