@@ -20,6 +20,14 @@
 #' is forwarded to reticulate as `RETICULATE_PYTHON`. Without it, the virtualenv
 #' made by [install_tpuestimator()] (`r-tpuestimator`) is used when it exists.
 #'
+#' @section Python versions:
+#' This version of the R package works with the `tpuestimator` Python package
+#' from `r supported_python_versions[["min"]]` up to, not including,
+#' `r supported_python_versions[["below"]]`. The first use of Python checks
+#' `tpuestimator.__version__` and stops with a `tpuestimator_version_error`
+#' (naming both versions) when it is outside that range; [install_tpuestimator()]
+#' installs a matching version.
+#'
 #' @section Package options:
 #' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
 #' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].

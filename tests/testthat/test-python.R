@@ -63,3 +63,10 @@ test_that("R arrays reach numpy with the same indexing and dtype", {
   s <- tpuestimatorr:::r_to_numpy(factor(c("b", "a")))
   expect_identical(tpuestimatorr:::py_to_r_json(s$tolist()), c("b", "a"))
 })
+
+test_that("DESCRIPTION states the supported tpuestimator versions the check uses", {
+  versions <- tpuestimatorr:::supported_python_versions
+  requirements <- gsub("\\s+", " ", utils::packageDescription("tpuestimatorr")$SystemRequirements)
+  expect_match(requirements, paste0("tpuestimator package (>= ", versions[["min"]], ", < ", versions[["below"]]),
+               fixed = TRUE)
+})
