@@ -174,6 +174,8 @@ progress_callback <- function(verbose, user = NULL) {
   }
 }
 
+# One fixed-column line per event of tpuestimator's ProgressCallbackHook: begin (step,
+# max_steps), loop (step, max_steps, loss, steps_per_sec, ...), eval (step, metrics), end (step).
 format_progress <- function(event, info) {
   info <- if (is.list(info)) info else list()
   num <- function(x, digits = 4) {
@@ -187,13 +189,7 @@ format_progress <- function(event, info) {
   switch(
     event,
     begin = {
-      parts <- c(
-        field("job", if (is.character(info$name)) info$name else NA),
-        field("max steps", num(info$max_steps)),
-        field("device", if (is.character(info$device)) info$device else NA),
-        field("replicas", num(info$num_replicas)),
-        field("start step", num(info$global_step %||% info$step))
-      )
+      parts <- c(field("max steps", num(info$max_steps)), field("start step", num(info$step)))
       paste(c("begin", parts), collapse = " | ")
     },
     loop = {
@@ -214,11 +210,7 @@ format_progress <- function(event, info) {
                  vapply(names(metrics), function(n) paste0(n, ": ", num(metrics[[n]])), ""))
       paste(c("eval ", parts), collapse = " | ")
     },
-    end = {
-      parts <- c(field("step", num(info$step %||% info$global_step)),
-                 field("seconds", num(info$seconds %||% info$elapsed, 3)))
-      paste(c("end  ", parts), collapse = " | ")
-    },
+    end = paste(c("end  ", field("step", num(info$step))), collapse = " | "),
     NULL
   )
 }
