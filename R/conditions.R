@@ -102,7 +102,8 @@ python_condition <- function(e) {
     return(NULL)
   }
   exc <- attr(last, "exception")
-  mro <- tryCatch(as.character(py_helpers()$mro_names(exc)), error = function(err) last$type)
+  mro <- tryCatch(as.character(reticulate::py_to_r(py_bridge()$exception_classes(exc))),
+                  error = function(err) last$type)
   specific <- unname(python_error_classes[intersect(mro, names(python_error_classes))])
   if (!length(specific)) specific <- "tpuestimator_python_error"
   fields <- list()

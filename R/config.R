@@ -62,9 +62,8 @@ tpu_config <- function(file_or_list, ..., base_dir = NULL) {
 
 load_tpu_config <- function(source, overrides, base_dir = NULL) {
   base_dir <- as_nullable_path(base_dir, "base_dir")
-  config_mod <- py_mod("config", convert = FALSE)
   py_source <- if (is.character(source)) source else r_to_py_json(source)
-  jc <- with_python(config_mod$load_config(py_source, as.list(overrides), base_dir = base_dir))
+  jc <- with_python(py_core()$load_config(py_source, as.list(overrides), base_dir = base_dir))
   raw <- py_to_r_json(jc$to_dict(), simplify = FALSE)
   structure(
     raw,
@@ -149,7 +148,9 @@ print.tpu_config <- function(x, ...) {
                       names(show$data))
     show$data <- show$data[keep]
   }
-  if (!is.null(show$run)) show$run <- show$run[intersect(c("strategy", "model_dir", "runs_dir", "seed", "precision"), names(show$run))]
+  if (!is.null(show$run)) {
+    show$run <- show$run[intersect(c("strategy", "model_dir", "runs_dir", "seed", "precision"), names(show$run))]
+  }
   if (!is.null(show$export)) show$export <- show$export[intersect(c("enabled", "dir", "exporters"), names(show$export))]
   text <- yaml::as.yaml(drop_nulls(show), indent.mapping.sequence = TRUE)
   cat(text)

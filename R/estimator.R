@@ -14,10 +14,10 @@
 #'
 #' | tfestimators | tpuestimatorr |
 #' | --- | --- |
-#' | `est <- estimator(model_fn, model_dir = d, params = p)` | `est <- tpu_estimator(model_fn, cfg, model_dir = d, params = p)` |
+#' | `estimator(model_fn, model_dir = d, params = p)` | `tpu_estimator(model_fn, cfg, model_dir = d, params = p)` |
 #' | `linear_classifier(feature_columns = ...)` | `tpu_estimator(config = tpu_config(list(model = "linear", ...)))` |
 #' | `dnn_classifier(hidden_units = ...)` | `model = "mlp"` with `params: {hidden_units: [...]}` |
-#' | `model_fn(features, labels, mode, params, config)` returning `estimator_spec()` | `model_fn(params)` returning `tpuestimator$ModelSpec(model, loss, optimizer)` (one Keras model for every mode) |
+#' | `model_fn(features, labels, mode, params, config)` -> `estimator_spec()` | `model_fn(params)` -> `ModelSpec` (*) |
 #' | `input_fn(data, features, response)` | `data:` section (`format`, `train`, `eval` globs or `manifest`) |
 #' | `train(est, input_fn, steps = 1000)` | `train(est, steps = 1000)` |
 #' | `train(est, input_fn, max_steps = 1000)` | `train(est, max_steps = 1000)` |
@@ -29,6 +29,8 @@
 #' | `run_config(save_checkpoints_steps = ...)` | `train.save_checkpoints_steps` in the configuration |
 #' | `tpu_config(iterations_per_loop = ...)` (TPUEstimator) | `train.iterations_per_loop` |
 #' | tfruns `ls_runs()`, `view_run()`, `compare_runs()` | the same names here (runs recorded in tfruns's format) |
+#'
+#' (*) `tpuestimator$ModelSpec(model = , loss = , optimizer = )`: one Keras model for every mode.
 #'
 #' @param model_fn `NULL` (use the configuration's `model`), an R function
 #'   `function(params)` returning `tpuestimator$ModelSpec(...)`, a Python callable,
@@ -81,7 +83,8 @@ tpu_estimator <- function(model_fn = NULL, config, model_dir = NULL, params = NU
 #' @export
 print.tpu_estimator <- function(x, ...) {
   cat("<tpu_estimator> ", x$config$name %||% "job", "\n", sep = "")
-  cat("  model:     ", if (is.function(x$model_fn)) "R model function" else if (!is.null(x$model_fn)) "Python callable" else x$config$model, "\n", sep = "")
+  model <- if (is.function(x$model_fn)) "R model function" else if (!is.null(x$model_fn)) "Python callable"
+  cat("  model:     ", model %||% x$config$model, "\n", sep = "")
   cat("  model dir: ", x$model_dir, "\n", sep = "")
   if (!is.null(x$run)) cat("  last run:  ", x$run$run_dir, "\n", sep = "")
   invisible(x)

@@ -2,7 +2,8 @@
 #'
 #' Creates a Python virtualenv (with [reticulate::virtualenv_create()]) and
 #' pip-installs the `tpuestimator` Python package into it, from a local source
-#' folder (a checkout holding `pyproject.toml`) or from a package index.
+#' folder (a checkout holding `pyproject.toml`) or from a package index (a version
+#' this R package supports, see [tpuestimatorr-package]).
 #' Restart R afterwards; the package then uses this virtualenv automatically
 #' (unless `TPUESTIMATORR_PYTHON` or `RETICULATE_PYTHON` points elsewhere).
 #'
@@ -60,7 +61,12 @@ install_tpuestimator <- function(envname = "r-tpuestimator", extra = NULL, path 
     do.call(reticulate::virtualenv_create, args)
   }
   suffix <- if (length(extra)) paste0("[", paste(extra, collapse = ","), "]") else ""
-  spec <- if (is.null(path)) paste0("tpuestimator", suffix) else paste0(path, suffix)
+  spec <- if (is.null(path)) {
+    versions <- supported_python_versions
+    paste0("tpuestimator", suffix, ">=", versions[["min"]], ",<", versions[["below"]])
+  } else {
+    paste0(path, suffix)
+  }
   if (!is.null(path) && isTRUE(editable)) spec <- c("-e", spec)
   reticulate::virtualenv_install(envname, packages = spec, ignore_installed = FALSE, ...)
 

@@ -52,8 +52,7 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 tpu_evaluate <- function(run, data = NULL) {
   target <- run_target(run, "run")
   data <- as_nullable_data_pattern(data)
-  job <- py_mod("job", convert = FALSE)
-  res <- with_python(job$evaluate_job(target, data_pattern = data))
+  res <- with_python(py_bridge()$evaluate_job(target, data_pattern = data))
   as.list(py_to_r_json(res))
 }
 
@@ -99,8 +98,7 @@ tpu_predict <- function(run_or_export, newdata) {
   target <- find_saved_model(target)
   spec <- export_feature_spec(target)
   features <- as_py_features(newdata, spec)
-  job <- py_mod("job", convert = FALSE)
-  res <- with_python(job$predict(target, features))
+  res <- with_python(py_bridge()$predict(target, features))
   predictions_to_df(res, export_class_names(target))
 }
 
@@ -286,8 +284,7 @@ tpu_export <- function(run, export_dir, format = c("saved_model", "tflite")) {
   format <- match.arg(format)
   target <- run_target(run, "run")
   export_dir <- as_path(export_dir, "export_dir")
-  job <- py_mod("job", convert = FALSE)
-  res <- with_python(job$export_job(target, export_dir, format = format))
+  res <- with_python(py_bridge()$export_job(target, export_dir, format = format))
   out <- tryCatch(scalar_or_null(py_to_r_json(res)), error = function(e) NULL)
   invisible(if (is.character(out)) out else export_dir)
 }
@@ -309,16 +306,11 @@ tpu_export <- function(run, export_dir, format = c("saved_model", "tflite")) {
 #' @export
 tpu_check <- function(cfg, ...) {
   src <- resolve_config(cfg, overrides_from_dots(...))
-  config_mod <- py_mod("config", convert = FALSE)
-  jc <- with_python(config_mod$load_config(src$py_source, as.list(src$overrides),
-                                           base_dir = src$base_dir))
-  check <- py_mod("check", convert = FALSE)
-  report <- with_python(check$check_config(jc))
-  out <- tryCatch(
-    if (reticulate::py_has_attr(report, "to_dict")) py_to_r_json(report$to_dict())
-    else py_to_r_json(report),
-    error = function(e) list(text = reticulate::py_str(report))
-  )
+  jc <- with_python(py_core()$load_config(src$py_source, as.list(src$overrides), base_dir = src$base_dir))
+  bridge <- py_bridge()
+  report <- with_python(bridge$check_config(jc))
+  out <- tryCatch(py_to_r_json(bridge$check_report_dict(report)),
+                  error = function(e) list(text = reticulate::py_str(report)))
   if (!is.list(out)) out <- list(text = out)
   text <- tryCatch(reticulate::py_str(report), error = function(e) NULL)
   structure(c(out, list(.text = text)), class = "tpu_check_report")
@@ -376,9 +368,6 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
   out_dir <- as_path(out_dir, "out_dir")
   label <- as_nullable_string(label, "label")
   extra <- list(...)
-  data_mod <- py_mod("data", convert = FALSE)
-  supported <- tryCatch(py_helpers()$signature_params(data_mod$write_tfrecords),
-                        error = function(e) character())
   if (is.character(data) && length(data) == 1L) {
     if (!dir.exists(data) && !file.exists(data)) {
       stop("`data` is a path that does not exist: \"", data, "\". Pass a folder of images with one ",
@@ -407,18 +396,14 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
       }
     }
     source <- reticulate::dict(cols)
-    if (!is.null(vocab)) {
-      if ("vocabulary" %in% supported || !length(supported)) {
-        extra$vocabulary <- extra$vocabulary %||% as.list(vocab)
-      }
-    }
+    if (!is.null(vocab)) extra$vocabulary <- extra$vocabulary %||% as.list(vocab)
   } else {
     arg_error("data", data, "a data frame, a named list of arrays or an image folder path")
   }
-  if (!is.null(label) && ("label" %in% supported || !length(supported))) extra$label <- label
+  if (!is.null(label)) extra$label <- label
   for (name in intersect(c("shards", "seed"), names(extra))) extra[[name]] <- as_integer(extra[[name]], name)
   if (!is.null(extra$image_size)) extra$image_size <- as.list(as_integer_vector(extra$image_size, "image_size"))
-  res <- with_python(do.call(data_mod$write_tfrecords, c(list(source, out_dir), extra)))
+  res <- with_python(do.call(py_bridge()$write_tfrecords, c(list(source, out_dir), extra)))
   py_to_r_json(res, simplify = FALSE)
 }
 
@@ -441,8 +426,7 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
 tpu_example <- function(name = "digits", dir = tempfile("tpu-example-")) {
   name <- as_string(name, "name")
   dir <- as_path(dir, "dir")
-  examples <- py_mod("examples", convert = FALSE)
-  res <- with_python(examples$write_example(name, dir))
+  res <- with_python(py_bridge()$write_example(name, dir))
   path <- py_to_r_json(res)
   normalizePath(path)
 }

@@ -20,6 +20,14 @@
 #' is forwarded to reticulate as `RETICULATE_PYTHON`. Without it, the virtualenv
 #' made by [install_tpuestimator()] (`r-tpuestimator`) is used when it exists.
 #'
+#' @section Python versions:
+#' This version of the R package works with the `tpuestimator` Python package
+#' from `r supported_python_versions[["min"]]` up to, not including,
+#' `r supported_python_versions[["below"]]`. The first use of Python checks
+#' `tpuestimator.__version__` and stops with a `tpuestimator_version_error`
+#' (naming both versions) when it is outside that range; [install_tpuestimator()]
+#' installs a matching version.
+#'
 #' @section Package options:
 #' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
 #' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].
@@ -28,10 +36,11 @@
 #' @keywords internal
 "_PACKAGE"
 
-# Internal state: the lazily imported module, the TensorBoard process, the error an R
-# callback raised while Python was calling it.
+# Internal state: the version-checked core module, the bridge module (tpuestimatorr_bridge),
+# the TensorBoard process, the error an R callback raised while Python was calling it.
 .globals <- new.env(parent = emptyenv())
-.globals$modules <- list()
+.globals$core <- NULL
+.globals$bridge <- NULL
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
 
@@ -62,6 +71,7 @@ tpuestimator <- NULL
       delay_load = list(
         priority = 5,
         environment = "r-tpuestimator",
+        on_load = function() py_core(),
         on_error = function(e) {
           stop(python_missing_message(conditionMessage(e)), call. = FALSE)
         }
@@ -134,30 +144,49 @@ python_missing_message <- function(detail) {
   )
 }
 
-# Imports tpuestimator.<name> (cached). Python errors become tpuestimator_python_missing.
-py_mod <- function(name = NULL, convert = TRUE) {
-  full <- if (is.null(name)) "tpuestimator" else paste0("tpuestimator.", name)
-  key <- paste0(full, if (convert) "" else ":raw")
-  mod <- .globals$modules[[key]]
-  if (!is.null(mod)) return(mod)
-  mod <- tryCatch(
-    reticulate::import(full, convert = convert),
+# The tpuestimator Python versions this R package works with: from `min` up to, not
+# including, `below`. Checked once, at the first use of Python (py_core()).
+supported_python_versions <- c(min = "0.1.0", below = "0.2.0")
+
+# Stops with a tpuestimator_version_error unless `version` (a tpuestimator.__version__
+# string such as "0.1.0" or "0.1.0.dev3") is in `supported`. Returns `version` invisibly.
+check_tpuestimator_version <- function(version, supported = supported_python_versions, python = NULL) {
+  numeric <- regmatches(version, regexpr("^[0-9]+(\\.[0-9]+)*", version))
+  parsed <- if (length(numeric) == 1L) package_version(numeric) else NULL
+  ok <- !is.null(parsed) && parsed >= package_version(supported[["min"]]) &&
+    parsed < package_version(supported[["below"]])
+  if (ok) return(invisible(version))
+  where <- if (is.null(python)) "" else paste0(" (", python, ")")
+  message <- paste0(
+    "tpuestimatorr ", utils::packageVersion("tpuestimatorr"), " needs the tpuestimator Python package ",
+    ">= ", supported[["min"]], " and < ", supported[["below"]], ", but the Python in use", where,
+    " has tpuestimator ", if (length(version) == 1L && !is.na(version)) version else "(unknown version)", ".\n",
+    "Run install_tpuestimator() to install a matching version (or point TPUESTIMATORR_PYTHON at a ",
+    "Python that has one), then restart R."
+  )
+  stop(structure(
+    class = c("tpuestimator_version_error", "tpuestimator_error", "error", "condition"),
+    list(message = message, call = NULL, version = version, supported = supported)
+  ))
+}
+
+# The tpuestimator root module (convert = FALSE), imported and version-checked once. Missing
+# Python or package: tpuestimator_python_missing; wrong version: tpuestimator_version_error.
+py_core <- function() {
+  core <- .globals$core
+  if (!is.null(core)) return(core)
+  core <- tryCatch(
+    reticulate::import("tpuestimator", convert = FALSE),
     error = function(e) {
-      msg <- conditionMessage(e)
-      if (!is.null(name) && tpuestimator_available()) {
-        if (grepl(paste0("No module named '", full, "'"), msg, fixed = TRUE)) {
-          stop("The installed tpuestimator Python package has no module `", full,
-               "`: update it with install_tpuestimator().", call. = FALSE)
-        }
-        cond <- python_condition(e)
-        stop(if (is.null(cond)) e else cond)
-      }
       stop(structure(
         class = c("tpuestimator_python_missing", "error", "condition"),
-        list(message = python_missing_message(msg), call = NULL)
+        list(message = python_missing_message(conditionMessage(e)), call = NULL)
       ))
     }
   )
-  .globals$modules[[key]] <- mod
-  mod
+  version <- tryCatch(reticulate::py_to_r(reticulate::py_get_attr(core, "__version__")),
+                      error = function(e) NA_character_)
+  check_tpuestimator_version(version, python = reticulate::py_config()$python)
+  .globals$core <- core
+  core
 }

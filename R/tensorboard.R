@@ -47,7 +47,11 @@ tensorboard <- function(run_or_dir = default_runs_dir(), action = c("start", "st
   deadline <- Sys.time() + timeout
   repeat {
     if (!process$is_alive()) {
-      log <- if (file.exists(log_file)) paste(utils::tail(readLines(log_file, warn = FALSE), 20), collapse = "\n") else ""
+      log <- if (file.exists(log_file)) {
+        paste(utils::tail(readLines(log_file, warn = FALSE), 20), collapse = "\n")
+      } else {
+        ""
+      }
       stop("TensorBoard exited before answering (status ", process$get_exit_status(), ").\n", log,
            "\nIs the tensorboard Python package installed in ", python, "?", call. = FALSE)
     }

@@ -116,12 +116,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   src <- resolve_config(cfg, overrides)
 
-  job <- py_mod("job", convert = FALSE)
-  supported <- py_helpers()$signature_params(job$run_job)
   args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
-  if (!is.null(src$base_dir) && !src$is_file && "base_dir" %in% supported) {
-    args$base_dir <- src$base_dir
-  }
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
   if (!is.null(model_fn)) {
@@ -137,23 +132,10 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     convert = TRUE
   )
 
-  tfruns_dir <- tfruns_active_run_dir()
-  staging <- NULL
-  if (!is.null(tfruns_dir)) {
-    if ("run_dir" %in% supported) {
-      args$run_dir <- tfruns_dir
-    } else {
-      staging <- tempfile("tpu-runs-")
-      args$runs_dir <- staging
-    }
-  }
+  args$run_dir <- tfruns_active_run_dir()  # NULL (left out) outside tfruns::training_run()
 
-  result <- with_python(do.call(job$run_job, args))
+  result <- with_python(do.call(py_core()$run_job, args))
   run <- tpu_run_from_result(result)
-  if (!is.null(staging)) {
-    run <- tfruns_adopt_run(run, tfruns_dir)
-    unlink(staging, recursive = TRUE)
-  }
   if (verbose) message("run recorded in ", run$run_dir)
   run
 }
@@ -164,14 +146,12 @@ as_hook_list <- function(hooks) {
   if (!is.list(hooks)) {
     arg_error("hooks", hooks, "NULL, a function(event, info), a Python Hook, or a list of them")
   }
-  hook_base <- NULL
   lapply(seq_along(hooks), function(i) {
     h <- hooks[[i]]
     if (is.function(h)) {
       fn <- reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
       # Wrapped here so every event (after_eval, after_export too) reaches the R function.
-      if (is.null(hook_base)) hook_base <<- py_mod("hooks.base", convert = FALSE)
-      hook_base$CallableHook(fn, name = paste0("r_hook_", i))
+      py_bridge()$callable_hook(fn, name = paste0("r_hook_", i))
     } else if (inherits(h, "python.builtin.object")) {
       h
     } else {
@@ -194,6 +174,8 @@ progress_callback <- function(verbose, user = NULL) {
   }
 }
 
+# One fixed-column line per event of tpuestimator's ProgressCallbackHook: begin (step,
+# max_steps), loop (step, max_steps, loss, steps_per_sec, ...), eval (step, metrics), end (step).
 format_progress <- function(event, info) {
   info <- if (is.list(info)) info else list()
   num <- function(x, digits = 4) {
@@ -207,13 +189,7 @@ format_progress <- function(event, info) {
   switch(
     event,
     begin = {
-      parts <- c(
-        field("job", if (is.character(info$name)) info$name else NA),
-        field("max steps", num(info$max_steps)),
-        field("device", if (is.character(info$device)) info$device else NA),
-        field("replicas", num(info$num_replicas)),
-        field("start step", num(info$global_step %||% info$step))
-      )
+      parts <- c(field("max steps", num(info$max_steps)), field("start step", num(info$step)))
       paste(c("begin", parts), collapse = " | ")
     },
     loop = {
@@ -234,25 +210,16 @@ format_progress <- function(event, info) {
                  vapply(names(metrics), function(n) paste0(n, ": ", num(metrics[[n]])), ""))
       paste(c("eval ", parts), collapse = " | ")
     },
-    end = {
-      parts <- c(field("step", num(info$step %||% info$global_step)),
-                 field("seconds", num(info$seconds %||% info$elapsed, 3)))
-      paste(c("end  ", parts), collapse = " | ")
-    },
+    end = paste(c("end  ", field("step", num(info$step))), collapse = " | "),
     NULL
   )
 }
 
 # JobResult (Python) -> tpu_run (R).
 tpu_run_from_result <- function(result) {
-  h <- py_helpers()
-  get <- function(name, simplify = TRUE) py_to_r_json(h$attr(result, name), simplify = simplify)
-  config <- h$attr(result, "config")
-  config <- tryCatch(
-    if (reticulate::py_has_attr(config, "to_dict")) py_to_r_json(config$to_dict(), simplify = FALSE)
-    else py_to_r_json(config, simplify = FALSE),
-    error = function(e) NULL
-  )
+  fields <- py_bridge()$job_result_dict(result)
+  get <- function(name, simplify = TRUE) py_to_r_json(fields$get(name), simplify = simplify)
+  config <- tryCatch(get("config", simplify = FALSE), error = function(e) NULL)
   history <- get("history")
   new_tpu_run(
     run_dir = abs_path_or_null(get("run_dir")),

@@ -7,8 +7,10 @@
 # (reduction = NULL: tpuestimator averages over the global batch and masks eval padding),
 # an optimizer and optional metrics.
 #
+# nolint start: commented_code_linter. (how to use this file)
 #   source(system.file("examples", "keras_model_fn.R", package = "tpuestimatorr"))
 #   run <- tpu_train(tpu_example("digits"), model_fn = digits_model_fn)
+# nolint end
 
 library(tpuestimatorr)
 

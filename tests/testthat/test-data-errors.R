@@ -8,8 +8,10 @@ test_that("bad data fixtures give tpuestimator_data_error with the expected mess
   expect_gte(length(cases), 5L)
   for (case in cases) {
     cfg <- bad_data_config(case)
-    err <- tryCatch(quietly(tpu_train(cfg, verbose = FALSE, runs_dir = "runs", model_dir = file.path("models", case$name))),
-                    error = function(e) e)
+    err <- tryCatch(
+      quietly(tpu_train(cfg, verbose = FALSE, runs_dir = "runs", model_dir = file.path("models", case$name))),
+      error = function(e) e
+    )
     expect_s3_class(err, "tpuestimator_data_error")
     expect_s3_class(err, "tpuestimator_error")
     expect_true(grepl(case$error, conditionMessage(err), fixed = TRUE),

@@ -6,7 +6,8 @@ python_run_job <- function(python, config, model_dir, runs_dir) {
     "import json, sys",
     "from tpuestimator.job import run_job",
     "r = run_job(sys.argv[1], model_dir=sys.argv[2], runs_dir=sys.argv[3])",
-    "print('RESULT ' + json.dumps({'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}))",
+    "out = {'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}",
+    "print('RESULT ' + json.dumps(out))",
     sep = "\n"
   )
   env <- c(TF_CPP_MIN_LOG_LEVEL = "2")

@@ -36,4 +36,3 @@ test_that("tensorboard() starts a server that answers, and stop leaves no proces
 test_that("tensorboard() names a missing folder", {
   expect_error(tensorboard(file.path(tempfile(), "nope"), launch_browser = FALSE), "do not exist")
 })
-

@@ -118,3 +118,14 @@ test_that("the tfestimators-style API: tpu_estimator(), train(), evaluate(), pre
   expect_error(train(est, steps = 1L, max_steps = 2L), "either `steps`")
   expect_output(print(est), "<tpu_estimator> digits")
 })
+
+test_that("progress lines follow the events of the core's ProgressCallbackHook", {
+  fmt <- tpuestimatorr:::format_progress
+  expect_identical(fmt("begin", list(step = 0L, max_steps = 1500L)), "begin | max steps: 1500 | start step: 0")
+  expect_identical(fmt("loop", list(step = 200L, max_steps = 1000L, loss = 0.31, steps_per_sec = 51.25)),
+                   "train | step: 200/1000 | steps/sec: 51.25 | loss: 0.3100")
+  expect_identical(fmt("eval", list(step = 500L, metrics = list(loss = 0.5, accuracy = 0.25, global_step = 500L))),
+                   "eval  | step: 500 | loss: 0.5000 | accuracy: 0.2500")
+  expect_identical(fmt("end", list(step = 1500L, loss = 0.1)), "end   | step: 1500")
+  expect_null(fmt("before_loop", list(step = 1L)))
+})

@@ -1,0 +1,187 @@
+"""Python side of the tpuestimatorr R package.
+
+The R package reaches the tpuestimator core through reticulate. It calls the core's public
+API (`tpuestimator.run_job`, `tpuestimator.load_config`, `tpuestimator.__version__`)
+directly and everything else through this module, so a change of the core's internals is
+adapted here, in one place. The module is shipped in the R package (`inst/python`, installed
+as `system.file("python", package = "tpuestimatorr")`) and imported lazily, the first time
+an R function needs it; it does not import TensorFlow itself.
+
+It also holds the conversions reticulate 1.28 cannot do: numpy >= 2 arrays (R sends the raw
+bytes of its column-major vector) and values R reads back through strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "array_from_r",
+    "callable_hook",
+    "check_config",
+    "check_report_dict",
+    "evaluate_job",
+    "exception_classes",
+    "export_job",
+    "from_json",
+    "job_result_dict",
+    "predict",
+    "strings_to_numpy",
+    "to_json",
+    "tpuestimator_version",
+    "write_example",
+    "write_tfrecords",
+]
+
+# numpy dtype of the bytes R's writeBin() writes for each storage mode.
+_R_BYTES = {"double": "<f8", "integer": "<i4"}
+
+
+# ---- conversions ----------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    """What `json.dumps` cannot write itself: arrays, bytes, paths; anything else as text."""
+    from tpuestimator.io import json_safe
+
+    if hasattr(value, "tolist") and callable(value.tolist):
+        return json_safe(value.tolist())
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    """Strict JSON (NaN and +-Inf become null) of a Python value, for R's jsonlite.
+
+    Args:
+      value: dicts, lists, tuples, scalars, numpy scalars and arrays, bytes, paths.
+
+    Returns:
+      The JSON text; values JSON has no form for are written as their `str()`.
+    """
+    from tpuestimator.io import json_safe
+
+    return json.dumps(json_safe(value), allow_nan=False, default=_json_default)
+
+
+def from_json(text: str) -> Any:
+    """Python value of JSON text written by R's jsonlite."""
+    return json.loads(text)
+
+
+def exception_classes(exc: BaseException) -> list[str]:
+    """Class names along the exception's MRO (R maps the first known one to a condition class)."""
+    return [klass.__name__ for klass in type(exc).__mro__]
+
+
+def array_from_r(buf: bytes, kind: str, shape: Sequence[int], dtype: str):
+    """numpy array from the raw little-endian bytes of an R vector in column-major order.
+
+    reticulate 1.28 cannot hand R arrays to numpy 2 (its binary version check refuses it).
+
+    Args:
+      buf: `writeBin(as.vector(x), raw(), size = 8 or 4, endian = "little")`.
+      kind: `"double"` or `"integer"` (R's storage mode).
+      shape: `dim(x)` (or `length(x)`).
+      dtype: the numpy dtype of the result, e.g. `"float32"`.
+
+    Returns:
+      A C-contiguous array `a` with `a[i - 1, j - 1] == x[i, j]`.
+
+    Raises:
+      ValueError: for an unknown `kind` or a `shape` that does not match the bytes.
+    """
+    import numpy as np
+
+    if kind not in _R_BYTES:
+        raise ValueError(f"`kind` must be one of {sorted(_R_BYTES)}. Received: kind={kind!r}")
+    flat = np.frombuffer(bytes(buf), dtype=_R_BYTES[kind])
+    array = flat.reshape(tuple(int(s) for s in shape), order="F")
+    return np.ascontiguousarray(array.astype(dtype))
+
+
+def strings_to_numpy(values: Iterable[Any]):
+    """numpy object array of strings (R character vectors, factors' labels)."""
+    import numpy as np
+
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+# ---- the core -------------------------------------------------------------------------------
+
+
+def tpuestimator_version() -> str:
+    """`tpuestimator.__version__` (imports the package, not TensorFlow)."""
+    import tpuestimator
+
+    return str(tpuestimator.__version__)
+
+
+def job_result_dict(result: Any) -> dict:
+    """The fields of a `run_job()` result as a dict (run_dir, model_dir, export_dir, metrics,
+    history, global_step, config, ...)."""
+    if isinstance(result, Mapping):
+        return dict(result)
+    if hasattr(result, "to_dict"):
+        return result.to_dict()
+    return dict(vars(result))
+
+
+def callable_hook(fn, name: str):
+    """A hook calling `fn(event, info)` at every event (an R function wrapped by reticulate)."""
+    from tpuestimator.hooks.base import CallableHook
+
+    return CallableHook(fn, name=name)
+
+
+def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
+    """Metrics of the latest checkpoint in `model_dir` (a run or model folder)."""
+    from tpuestimator.job import evaluate_job as _evaluate_job
+
+    return _evaluate_job(model_dir, data_pattern=data_pattern)
+
+
+def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
+    """Exports the latest checkpoint in `model_dir`; returns the export's path."""
+    from tpuestimator.job import export_job as _export_job
+
+    return _export_job(model_dir, export_dir, format=format)
+
+
+def predict(export_dir: str, features: Any) -> list[dict]:
+    """Per-example predictions of the SavedModel in `export_dir`."""
+    from tpuestimator.job import predict as _predict
+
+    return _predict(export_dir, features)
+
+
+def check_config(config: Any) -> Any:
+    """TPU-readiness report of a config (a `JobConfig`, a dict or a file path)."""
+    from tpuestimator.check import check_config as _check_config
+
+    return _check_config(config)
+
+
+def check_report_dict(report: Any) -> dict:
+    """A check report as a dict: `ok` and `results` (name, ok, detail)."""
+    return report.to_dict() if hasattr(report, "to_dict") else {"text": str(report)}
+
+
+def write_tfrecords(source: Any, out_dir: str, **kwargs: Any) -> dict:
+    """TFRecord shards plus a manifest from R data; returns the manifest."""
+    from tpuestimator.data import write_tfrecords as _write_tfrecords
+
+    return _write_tfrecords(source, out_dir, **kwargs)
+
+
+def write_example(name: str, out_dir: str) -> str:
+    """Writes a bundled example (config + data); returns the config file's path."""
+    from tpuestimator.examples import write_example as _write_example
+
+    return _write_example(name, out_dir)
