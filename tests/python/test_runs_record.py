@@ -59,17 +59,17 @@ def test_successful_run_follows_every_rule(tmp_path):
     props = read_properties(rec.run_dir)
     assert props["completed"] is True and props["type"] == "training" and props["context"] == "local"
     assert props["script"] == "tiny.yaml"
-    assert props["steps"] == 300 and props["batch_size"] == 32 and props["samples"] == 640
+    assert props["max_steps"] == 300 and props["epochs"] == 3 and props["batch_size"] == 32 and props["samples"] == 640
     assert props["learning_rate"] == 0.01 and props["optimizer"] == "adam" and props["strategy"] == "cpu"
     assert props["model"].startswith("Model: tiny\n dense")
-    assert props["tpu_topology"] == "2x2" and props["global_step"] == "200"
+    assert props["tpu_topology"] == "2x2" and props["global_step"] == 200
     assert props["tensorflow_version"].startswith("2.")
     assert props["start"] <= props["end"] <= time.time() + 1
 
     # metrics.json: step axis, val_ names, arrays null-padded to the 3 planned evals
     metrics = strict_json(meta / "metrics.json")
-    assert list(metrics) == ["step", "loss", "accuracy", "val_loss", "val_accuracy"]
-    assert metrics["step"] == [100, 200, None]
+    assert list(metrics) == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
+    assert metrics["epoch"] == [100, 200, None]
     assert metrics["val_loss"] == [1.0, 0.6, None]
     assert {len(v) for v in metrics.values()} == {3}
     assert strict_json(meta / "evaluation.json") == {"loss": 0.6, "accuracy": 0.65}
@@ -85,7 +85,7 @@ def test_successful_run_follows_every_rule(tmp_path):
 
     row = ls_runs(tmp_path / "runs")[0]
     assert row["status"] == "completed" and row["completed"] is True
-    assert row["steps_completed"] == 2 and row["eval_accuracy"] == 0.65 and row["metric_val_loss"] == 0.6
+    assert row["epochs_completed"] == 2 and row["eval_accuracy"] == 0.65 and row["metric_val_loss"] == 0.6
 
 
 def test_flags_from_nested_dicts_lists_nan_and_none(tmp_path):
@@ -164,8 +164,10 @@ def test_metric_arrays_stay_equal_length_past_the_plan(tmp_path):
     rec.log_metrics(2, {"loss": 2.0}, eval_metrics={"auc": 0.5})  # a new metric appears late
     rec.log_metrics(3, {"loss": 1.0, "extra": 7})
     metrics = strict_json(rec.run_dir / "tfruns.d" / "metrics.json")
-    assert metrics == {"step": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "extra": [None, None, 7.0],
-                       "val_auc": [None, 0.5, None]}
+    # val_auc alone would never be charted by tfruns (rule 7): an all-null auc array goes beside it
+    assert metrics == {"epoch": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "extra": [None, None, 7.0],
+                       "auc": [None, None, None], "val_auc": [None, 0.5, None]}
+    assert list(metrics) == ["epoch", "loss", "extra", "auc", "val_auc"]
     assert check_run_dir(rec.run_dir) == []
 
 
@@ -215,8 +217,8 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     run_dir = tmp_path / "runs" / "2026-11-29T10-23-38Z"
     props = run_dir / "tfruns.d" / "properties"
     props.mkdir(parents=True)
-    (props / "start").write_text("1795947818.5")
-    (props / "script").write_text("train.R")
+    (props / "start").write_text("1795947818.5\n")  # as R's writeLines() writes them
+    (props / "script").write_text("train.R\n")
     with tarfile.open(run_dir / "tfruns.d" / "source.tar.gz", "w:gz") as tar:
         src = tmp_path / "train.R"
         src.write_text("tpu_train('x.yaml')\n")
@@ -230,6 +232,10 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     flags = strict_json(run_dir / "tfruns.d" / "flags.json")
     assert flags["learning_rate"] == 0.5 and flags["optimizer.name"] == "adam"
     assert check_run_dir(run_dir) == []
+    # Issue 12.5: tfruns's archive keeps the R script AND gains the project's config files.
+    with tarfile.open(run_dir / "tfruns.d" / "source.tar.gz") as tar:
+        names = sorted(m.name for m in tar.getmembers() if m.isfile())
+    assert names == ["source/resolved_config.yaml", "source/train.R", "source/x.yaml"]
 
 
 KILLED_CHILD = r"""
@@ -266,6 +272,6 @@ def test_killed_run_is_still_listed(tmp_path):
     assert len(rows) == 1
     row = rows[0]
     assert row["completed"] is False and row["status"] == "interrupted"
-    assert row["steps"] == 400 and row["steps_completed"] == 2
+    assert row["max_steps"] == 400 and row["epochs_completed"] == 2
     assert row["metric_val_loss"] == 0.8 and row["end"] >= row["start"]
     assert not math.isnan(row["end"])

@@ -97,8 +97,9 @@ def format_table(rows: Sequence[dict], *, all_flags: bool = False) -> str:
         name = str(row["run_dir"]).replace("\\", "/").rsplit("/", 1)[-1]
         steps = row.get("global_step") or row.get("steps_completed")
         steps_text = "-" if steps is None else str(steps)
-        if row.get("steps") is not None:
-            steps_text += f"/{row['steps']}"
+        planned = row.get("max_steps") if row.get("max_steps") is not None else row.get("steps")
+        if planned is not None:
+            steps_text += f"/{planned}"
         start, end = row.get("start"), row.get("end")
         duration = format_duration(end - start) if isinstance(start, float) and isinstance(end, float) else "-"
         lines.append([name] + [_fmt(row.get(c)) for c in evals + flags] + [steps_text, duration, row.get("status", "-")])

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from tpuestimator.runs.record import EVAL_PREFIX, STEP_KEY
+from tpuestimator.runs.values import EVAL_PREFIX, STEP_KEY
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 

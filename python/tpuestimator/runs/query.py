@@ -1,11 +1,13 @@
 """Reading runs back: `ls_runs()`, `latest_run()`, `run_info()`, `resolve_run()`, `clean_runs()`.
 
-The columns follow tfruns's ``ls_runs()``: ``run_dir``, ``eval_<m>`` (evaluation.json),
-``metric_<m>`` (last non-null value of each metrics.json array), ``flag_<f>`` (flags.json),
-``steps``/``epochs`` and ``steps_completed``/``epochs_completed``, then the properties
-(``start``/``end`` as epoch seconds, ``completed`` a bool, ``samples``, ``batch_size`` ...
-typed as tfruns types them, the others text). Two columns are ours: ``status``
-(``completed``, ``failed``, ``running``, ``interrupted``) and ``error_message``.
+The columns follow tfruns's ``ls_runs()`` and are the SAME, with the same names, types and
+order, as R's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
+tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on
+tests/fixtures/runs/): ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last
+non-null value of EVERY metrics.json array, ``metric_epoch`` included, as tfruns),
+``flag_<f>`` (flags.json), then `FRONT_COLUMNS`, ``status`` (ours: ``completed``,
+``failed``, ``running``, ``interrupted``), then the other properties sorted by name.
+`column_types()` gives each column's type.
 
 "Latest" means the greatest folder name, as in tfruns. Reading is lenient (one broken run is
 logged and shown with what could be read); `check_run_dir()` is the strict side.
@@ -32,6 +34,15 @@ logger = logging.getLogger(__name__)
 INT_PROPERTIES = ("samples", "validation_samples", "steps", "epochs", "batch_size")
 FLOAT_PROPERTIES = ("learning_rate", "start", "end")
 BOOL_PROPERTIES = ("completed",)
+# Typed by both readers beyond tfruns's own (R/runs.R: run_integer_props).
+INT_COLUMNS = INT_PROPERTIES + ("epochs_completed", "steps_completed", "global_step", "max_steps",
+                                "resumed_from_step", "num_replicas")
+# After run_dir, eval_*, metric_*, flag_*: these, in this order (tfruns's order), then status,
+# then the other properties by name. R/runs.R: run_front_cols.
+FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "epochs", "epochs_completed", "steps",
+                 "steps_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
+                 "script", "start", "end", "completed", "output", "source_code", "error_message",
+                 "error_traceback", "type", "context")
 LATEST = "latest"
 
 
@@ -56,7 +67,7 @@ def parse_property(name: str, text: str) -> Any:
     raw, text = text, text.strip()
     if name in BOOL_PROPERTIES:
         return {"TRUE": True, "T": True, "FALSE": False, "F": False}.get(text.upper())
-    if name in INT_PROPERTIES:
+    if name in INT_COLUMNS:
         try:
             value = float(text)
         except ValueError:
@@ -138,8 +149,15 @@ def _last_value(values: Any) -> Any:
     return None
 
 
+def _metric_count(metrics: Any) -> int | None:
+    """tfruns's ``epochs_completed``: the count of non-null entries of the metric arrays."""
+    if not isinstance(metrics, dict) or not metrics:
+        return None
+    return max((sum(v is not None for v in vals) for vals in metrics.values() if isinstance(vals, list)), default=0)
+
+
 def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) -> dict[str, Any]:
-    """One `ls_runs()` row for a run folder."""
+    """One `ls_runs()` row for a run folder (columns in `order_columns()` order)."""
     run_dir = Path(run_dir)
     meta = run_dir / naming.RECORD_DIR
     props = read_properties(run_dir)
@@ -147,35 +165,91 @@ def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) ->
     evaluation = read_json(meta / "evaluation.json")
     if isinstance(evaluation, dict):
         for key, value in evaluation.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = float(value)
             row[f"eval_{key}"] = value
-    metrics = read_json(meta / "metrics.json")
+    metrics_path = meta / "metrics.json"
+    metrics = read_json(metrics_path)
     if isinstance(metrics, dict):
         for key, values in metrics.items():
-            row[f"metric_{key}"] = _last_value(values)
+            last = _last_value(values)
+            if last is not None:
+                row[f"metric_{key}"] = float(last) if isinstance(last, (int, float)) else last
+        row["metrics"] = str(metrics_path) if display_dir is None else os.path.join(display_dir, naming.RECORD_DIR,
+                                                                                    "metrics.json")
     flags = read_json(meta / "flags.json")
     if isinstance(flags, dict):
         for key, value in flags.items():
-            row[f"flag_{key}"] = value
-    for unit in ("epochs", "steps"):
-        if unit in props:
-            row[unit] = props[unit]
-            completed = None
-            if isinstance(metrics, dict) and metrics:
-                completed = max((sum(v is not None for v in vals) for vals in metrics.values()
-                                 if isinstance(vals, list)), default=0)
-            row[f"{unit}_completed"] = completed
-            break
+            if value is not None and not isinstance(value, (dict, list)):
+                row[f"flag_{key}"] = value
+    count = _metric_count(metrics)
+    if count is not None:
+        if "steps" in props and "epochs" not in props:
+            row["steps_completed"] = count
+        else:
+            row["epochs_completed"] = count
     for key, value in props.items():
-        if key not in row:
+        if key not in row and value is not None:
             row[key] = value
-    row.setdefault("start", None)
-    row.setdefault("end", None)
-    row.setdefault("completed", False if props.get("completed") is None else props["completed"])
+    if "completed" not in row:
+        row["completed"] = False
     row["status"] = run_status(run_dir, props)
     error = read_json(meta / "error.json")
-    if isinstance(error, dict) and error.get("message"):
-        row["error_message"] = str(error["message"])
-    return row
+    if isinstance(error, dict):
+        if error.get("message") is not None:
+            row["error_message"] = str(error["message"])
+        frames = error.get("traceback")
+        if isinstance(frames, list):
+            row["error_traceback"] = "\n".join(str(f) for f in frames)
+    source = meta / "source.tar.gz"
+    if source.is_file():
+        row["source_code"] = str(source) if display_dir is None else os.path.join(display_dir, naming.RECORD_DIR,
+                                                                                  "source.tar.gz")
+    return order_columns(row)
+
+
+def order_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's (or a list of column names') columns in the order both readers use."""
+    names = list(row)
+    by_prefix = [n for p in ("eval_", "metric_", "flag_") for n in names if n.startswith(p)]
+    front = [n for n in FRONT_COLUMNS if n in row]
+    head = ["run_dir"] if "run_dir" in row else []
+    used = set(head) | set(by_prefix) | set(front) | {"status"}
+    ordered = head + by_prefix + front + (["status"] if "status" in row else []) + \
+        sorted(n for n in names if n not in used)
+    return {n: row[n] for n in ordered} if isinstance(row, Mapping) else ordered
+
+
+def column_type(name: str, values: Sequence[Any]) -> str:
+    """The type of an `ls_runs()` column, as both readers give it: ``character``, ``integer``,
+    ``double``, ``logical`` or ``time`` (R: POSIXct; Python: epoch seconds)."""
+    if name in ("start", "end"):
+        return "time"
+    if name == "completed":
+        return "logical"
+    if name in INT_COLUMNS:
+        return "integer"
+    if name.startswith(("eval_", "metric_")) or name in ("learning_rate",):
+        present = [v for v in values if v is not None]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            return "double"
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "logical"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "integer"
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return "double"
+    return "character"
+
+
+def column_types(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """{column: type} of `ls_runs()` rows, in column order (the union of the rows' columns)."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    ordered = order_columns(dict.fromkeys(names))
+    return {n: column_type(n, [r.get(n) for r in rows]) for n in ordered}
 
 
 def _sort_key(value: Any) -> tuple:
@@ -271,7 +345,9 @@ def ls_runs(runs_dir: str | os.PathLike = "runs", latest_n: int | None = None,
             missing = [r for r in rows if _lookup(r, key)[1] is None]
             present.sort(key=lambda r: _sort_key(_lookup(r, key)[1]), reverse=decreasing)
             rows = present + missing
-    return rows
+    # Every row has every column (None where a run has no value: R's NA), in one order.
+    columns = list(column_types(rows))
+    return [{c: row.get(c) for c in columns} for row in rows]
 
 
 def latest_run(runs_dir: str | os.PathLike = "runs") -> dict[str, Any] | None:
