@@ -12,7 +12,7 @@ import sys
 from tpuestimator import __version__
 
 # Each module has `register(subparsers)`; its sub-commands set `func(args) -> int`.
-COMMAND_MODULES = ("train", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
+COMMAND_MODULES = ("train", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
 
