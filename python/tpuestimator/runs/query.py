@@ -51,12 +51,17 @@ class RunNotFoundError(TPUEstimatorError, FileNotFoundError):
 
 
 # --------------------------------------------------------------------------- reading
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (R's jsonlite rejects it)")
+
+
 def read_json(path: Path) -> Any:
-    """Lenient JSON read (NaN/Infinity become None); None when the file is absent or broken."""
+    """Reads a run's JSON file as R's jsonlite does: None (and a warning in the log) when the
+    file is absent, broken or holds NaN/Infinity, so both readers skip the same files."""
     if not path.is_file():
         return None
     try:
-        return json_safe(json.loads(path.read_text(encoding="utf-8")))
+        return json_safe(json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants))
     except (OSError, ValueError) as exc:
         logger.warning("Cannot read %s: %s", path, exc)
         return None

@@ -1,0 +1,39 @@
+# One reader of run records (issue 12.7): R's ls_runs() gives exactly the columns, names, types and
+# order that tests/fixtures/runs/expected_columns.json records and that Python's ls_runs() gives
+# (tests/python/test_runs_columns.py checks the same file). The fixture runs folder holds
+# completed, failed, NaN-stopped, killed, R-written and old-format runs (make_runs.py).
+
+test_that("R's ls_runs() has Python's columns, names, types and order on the shared runs", {
+  folder <- fixture_path("runs")
+  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
+  expected <- jsonlite::read_json(file.path(folder, "expected_columns.json"))
+  old <- setwd(folder)
+  on.exit(setwd(old), add = TRUE)
+  df <- expect_silent(ls_runs("runs", order = "run_dir"))  # issue 12.3: no warning on any read
+  types <- run_column_types(df)
+  expect_identical(names(types), vapply(expected$columns, `[[`, "", 1L))
+  expect_identical(unname(types), vapply(expected$columns, `[[`, "", 2L))
+  expect_identical(basename(df$run_dir), vapply(expected$runs, `[[`, "", "run"))
+  expect_identical(df$status, vapply(expected$runs, `[[`, "", "status"))
+  # and the values that matter for picking the best run agree
+  best <- ls_runs("runs", order = "eval_loss", decreasing = FALSE)
+  expect_identical(basename(best$run_dir[[1]]), "2026-11-29T10-04-00Z")
+  expect_equal(df$epochs_completed[basename(df$run_dir) == "2026-11-29T10-00-00Z"], 3L)
+  expect_equal(df$epochs[basename(df$run_dir) == "2026-11-29T10-00-00Z"], 3L)
+  expect_equal(df$metric_accuracy[basename(df$run_dir) == "2026-11-29T10-00-00Z"], 0.7)
+})
+
+test_that("property files end with a newline and source archives untar without warnings", {
+  folder <- fixture_path("runs", "runs")
+  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
+  for (run in list.dirs(folder, recursive = FALSE)) {
+    props <- list.files(file.path(run, "tfruns.d", "properties"), full.names = TRUE)
+    for (p in props) expect_silent(readLines(p))  # issue 12.3: "incomplete final line"
+    archive <- file.path(run, "tfruns.d", "source.tar.gz")
+    if (file.exists(archive)) {
+      out <- tempfile()
+      expect_silent(utils::untar(archive, exdir = out))  # issue 12.3: "using pax extended headers"
+      expect_true(length(list.files(file.path(out, "source"))) >= 1L)
+    }
+  }
+})
