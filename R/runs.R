@@ -200,7 +200,8 @@ order_run_columns <- function(df) {
 run_status <- function(run_dir, props) {
   if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
   if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
-  owner <- tryCatch(jsonlite::read_json(file.path(run_dir, "tfruns.d", "owner.json")), error = function(e) NULL)
+  owner_file <- file.path(run_dir, "tfruns.d", "owner.json")
+  owner <- if (file.exists(owner_file)) tryCatch(jsonlite::read_json(owner_file), error = function(e) NULL)
   if (is.list(owner) && identical(owner$host, Sys.info()[["nodename"]]) && is.numeric(owner$pid) &&
       isTRUE(tryCatch(tools::pskill(owner$pid, 0L), error = function(e) FALSE))) {
     return("running")

@@ -28,15 +28,43 @@ class _DropRetracing(logging.Filter):
 _FILTER = _DropRetracing()
 
 
+def _import_tensorflow_silently() -> None:
+    """Imports TensorFlow with the process's stderr (fd 2) on /dev/null: TF 2.21 writes its
+    oneDNN/CPU-feature lines through absl at import, before any log level applies."""
+    import sys
+
+    if "tensorflow" in sys.modules:
+        return
+    try:
+        saved = os.dup(2)
+    except OSError:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            sys.stderr.flush()
+            os.dup2(devnull, 2)
+            try:
+                import tensorflow  # noqa: F401
+            except Exception:  # noqa: BLE001 - the real import (and its error) happens later, loudly
+                pass
+        finally:
+            os.dup2(saved, 2)
+            os.close(devnull)
+    finally:
+        os.close(saved)
+
+
 def quiet_tensorflow(quiet: bool = True) -> None:
     """Silences (or, with ``quiet=False``, restores) TensorFlow's console noise.
 
-    Sets ``TF_CPP_MIN_LOG_LEVEL=2`` when unset (effective for C++ logs when TensorFlow is not
-    loaded yet), raises the TensorFlow/absl loggers to ERROR, drops retracing warnings, and
+    Sets ``TF_CPP_MIN_LOG_LEVEL=2`` when unset, imports TensorFlow with stderr silenced (its
+    import-time C++ lines ignore every log level), raises the TensorFlow/absl loggers to ERROR, drops retracing warnings, and
     ignores Python warnings raised from TensorFlow and Keras modules.
     """
     if quiet:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        _import_tensorflow_silently()
         for name in _NOISY_LOGGERS:
             logger = logging.getLogger(name)
             logger.setLevel(logging.ERROR)

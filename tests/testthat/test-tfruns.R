@@ -64,3 +64,21 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   expect_false(identical(normalizePath(run2$run_dir), normalizePath(active)))
   expect_equal(nrow(ls_runs("runs")), 2L)
 })
+
+test_that("inside tfruns's run: checkpoints stay out of the working dir, the config is archived", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  work <- local_work_dir()
+  tfruns_ns <- local_tfruns_stub()
+  active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
+  tfruns_ns$stub_begin(active)
+  withr::defer(tfruns_ns$stub_end())  # before the stand-in is unloaded (LIFO)
+  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE))
+  # issue 12.5: the default model dir is under the runs folder (tfruns does not copy it as a changed
+  # file of the working dir) and outside the run (the export is stored once, as the run's export/)
+  expect_identical(normalizePath(run$model_dir), normalizePath(file.path(work, "runs", ".models", basename(active))))
+  expect_false(dir.exists(file.path(work, "models")))
+  files <- utils::untar(file.path(active, "tfruns.d", "source.tar.gz"), list = TRUE)
+  expect_true(all(c("source/parity.yaml", "source/resolved_config.yaml") %in% files))
+  expect_false(any(grepl("ckpt", list.files(active, recursive = TRUE))))
+})
