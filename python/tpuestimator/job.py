@@ -258,6 +258,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
 
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg), trial_id=recorder.name))
+        from tpuestimator.runs.hook import RecorderHook
+
+        # metric rows (the loop's training metrics beside each evaluation, written before the
+        # exporters and the caller's hooks run) and `end` heartbeats
+        job_hooks.append(RecorderHook(recorder, has_eval=eval_fn is not None))
     from tpuestimator.debug import hooks_from_config
 
     job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,
@@ -278,10 +283,6 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
     if raw["train"]["steps"] is not None:
         max_steps = estimator.global_step + raw["train"]["steps"]
 
-    if recorder is not None:  # metric rows (training loop means beside each evaluation) and `end`
-        from tpuestimator.runs.hook import RecorderHook
-
-        job_hooks.append(RecorderHook(recorder, has_eval=eval_spec is not None))
     from tpuestimator.debug import numerics
 
     with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \

@@ -1,6 +1,7 @@
 """RunRecorder writes runs that follow every rule of tfruns-format.md (checked on real folders)."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -275,3 +276,74 @@ def test_killed_run_is_still_listed(tmp_path):
     assert row["max_steps"] == 400 and row["epochs_completed"] == 2
     assert row["metric_val_loss"] == 0.8 and row["end"] >= row["start"]
     assert not math.isnan(row["end"])
+
+
+KILLED_AFTER_EVAL = r"""
+import os, signal, sys
+from tpuestimator.job import run_job
+
+def kill_after_eval(event, info):
+    if event == "after_eval":  # hooks given to run_job run after the job's own
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_job(sys.argv[1], overrides=["eval.every_n_steps=20"], model_dir=sys.argv[2], runs_dir=sys.argv[3],
+        hooks=[kill_after_eval], export=False)
+"""
+
+
+def test_a_job_killed_right_after_an_evaluation_keeps_its_row_and_end(tmp_path, fixtures_dir):
+    """Issue 12.4: the row used to be written after the exporters, so a kill there left metrics.json
+    all null and end == start."""
+    import tpuestimator.runs
+
+    python_dir = Path(tpuestimator.runs.__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(python_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_EVAL, str(fixtures_dir / "parity" / "parity.yaml"),
+                           str(tmp_path / "m"), str(tmp_path / "runs")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    row = ls_runs(tmp_path / "runs")[0]
+    assert row["status"] == "interrupted" and row["epochs_completed"] == 1 and row["epochs"] == 2
+    assert row["metric_epoch"] == 20 and row["metric_val_loss"] is not None and row["metric_loss"] is not None
+    assert row["end"] > row["start"]
+    assert check_run_dir(row["run_dir"]) == []
+
+
+def test_heartbeat_moves_end_between_evaluations(tmp_path, monkeypatch):
+    import tpuestimator.runs.record as record
+
+    monkeypatch.setattr(record, "HEARTBEAT_S", 0.0)
+    rec = make_recorder(tmp_path)
+    start = read_properties(rec.run_dir)["end"]
+    time.sleep(0.01)
+    rec.heartbeat(50)
+    props = read_properties(rec.run_dir)
+    assert props["end"] > start and props["global_step"] == 50
+
+
+def test_property_files_end_with_a_newline_and_the_archive_has_no_pax_headers(tmp_path):
+    """Issue 12.3: R warned "incomplete final line" per property file and per read, and
+    "using pax extended headers" on every view."""
+    rec = make_recorder(tmp_path)
+    rec.set_properties(model="Model: tiny\n dense", note="x")
+    rec.complete(plots=False)
+    for prop in (rec.run_dir / "tfruns.d" / "properties").iterdir():
+        assert prop.read_text().endswith("\n"), prop.name
+    archive = rec.run_dir / "tfruns.d" / "source.tar.gz"
+    import gzip
+
+    raw = gzip.decompress(archive.read_bytes())
+    assert b"PaxHeader" not in raw and raw[156:157] != b"x"
+    with tarfile.open(archive) as tar:
+        assert all(not m.pax_headers and float(m.mtime).is_integer() for m in tar.getmembers())
+    # and the validator catches both
+    (rec.run_dir / "tfruns.d" / "properties" / "note").write_text("x")
+    pax = io.BytesIO()
+    with tarfile.open(fileobj=pax, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("source/tiny.yaml")
+        info.size, info.mtime = 1, 1.5
+        tar.addfile(info, io.BytesIO(b"x"))
+    archive.write_bytes(pax.getvalue())
+    problems = check_run_dir(rec.run_dir)
+    assert any("properties/note: no final newline" in p for p in problems)
+    assert any("pax extended headers" in p for p in problems)
