@@ -158,7 +158,7 @@ def _show(args) -> int:
 
 
 def _compare(args) -> int:
-    from tpuestimator.runs import naming
+    import tpuestimator.runs.naming as naming
     from tpuestimator.runs.query import run_info
     from tpuestimator.runs.report import format_compare_text, write_compare_report
 
@@ -186,7 +186,7 @@ def _compare(args) -> int:
 
 
 def _clean(args) -> int:
-    from tpuestimator.runs import naming
+    import tpuestimator.runs.naming as naming
     from tpuestimator.runs.query import clean_runs
 
     if not args.runs:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
-from tpuestimator.runs import naming
+import tpuestimator.runs.naming as naming
 from tpuestimator.runs.record import OWNER_FILE
 
 logger = logging.getLogger(__name__)

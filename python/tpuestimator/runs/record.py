@@ -45,7 +45,7 @@ from typing import Any, Mapping
 import yaml
 
 from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
-from tpuestimator.runs import naming
+import tpuestimator.runs.naming as naming
 from tpuestimator.runs.values import (EVAL_PREFIX, STEP_KEY, X_KEY, X_KEYS, clean_evaluation, flatten_flags,
                                        metric_value, property_text)
 

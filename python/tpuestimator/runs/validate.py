@@ -13,7 +13,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from tpuestimator.runs import naming
+import tpuestimator.runs.naming as naming
 from tpuestimator.runs.query import BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES
 
 
