@@ -45,3 +45,22 @@ def test_cli_tune_trains_three_different_runs(tmp_path, fixtures_dir, capsys):
     assert len({round(r["eval_loss"], 6) for r in rows}) == 3
     assert len({r["tuning_run"] for r in rows}) == 1
     assert all(check_run_dir(r["run_dir"]) == [] for r in rows)
+
+
+def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):
+    """Issue 12.6: a session running many jobs (a tuning loop, an R session) is not buried in
+    TensorFlow's "triggered tf.function retracing" warnings."""
+    import logging
+
+    from tpuestimator.console import quiet_tensorflow
+
+    tf_logger = logging.getLogger("tensorflow")
+    try:
+        quiet_tensorflow()
+        with caplog.at_level(logging.WARNING):
+            tf_logger.warning("5 out of the last 5 calls to <function f> triggered tf.function retracing.")
+        assert "retracing" not in caplog.text
+        assert tf_logger.getEffectiveLevel() == logging.ERROR
+    finally:
+        quiet_tensorflow(False)
+    assert tf_logger.level == logging.NOTSET and not tf_logger.filters
