@@ -37,3 +37,13 @@ test_that("property files end with a newline and source archives untar without w
     }
   }
 })
+
+test_that("view_run() shows the console output from properties/output (where tfruns reads it)", {
+  folder <- fixture_path("runs", "runs")
+  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
+  path <- view_run(file.path(folder, "2026-11-29T10-04-00Z"), viewer = function(p) NULL,
+                   output = tempfile(fileext = ".html"))
+  html <- paste(readLines(path), collapse = "\n")
+  expect_match(html, "<h2>Output</h2>", fixed = TRUE)
+  expect_match(html, "Epoch 2/2", fixed = TRUE)
+})

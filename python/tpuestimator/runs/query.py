@@ -438,7 +438,7 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
       A dict with ``run_dir``, ``name``, ``status``, ``properties``, ``flags``, ``metrics``,
       ``evaluation``, ``error`` (None unless failed), ``duration`` (seconds), ``plots``
       (PNG paths), ``artifacts`` (relative file paths), ``source`` ({file: text}), ``output``
-      (the text of an ``output.log`` artifact, or None), ``logs_dir`` and ``row`` (the
+      (the text of an ``output.log`` artifact, else the ``output`` property, or None), ``logs_dir`` and ``row`` (the
       `ls_runs()` row).
     """
     run_dir = resolve_run(run, runs_dir)
@@ -449,6 +449,8 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
     output = None
     if output_path.is_file():
         output = output_path.read_text(encoding="utf-8", errors="replace")
+    elif isinstance(props.get("output"), str):  # tfruns's place for it (a run made inside training_run())
+        output = props["output"]
     metrics = read_json(meta / "metrics.json")
     return {
         "run_dir": str(run_dir),
