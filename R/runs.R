@@ -10,23 +10,42 @@ run_integer_props <- c("samples", "validation_samples", "steps", "epochs", "batc
                        "epochs_completed", "steps_completed", "global_step", "max_steps",
                        "resumed_from_step", "num_replicas")
 run_numeric_props <- c("learning_rate")
-run_front_props <- c("samples", "validation_samples", "batch_size", "epochs", "epochs_completed",
-                     "steps", "steps_completed", "metrics", "model", "loss_function", "optimizer",
-                     "learning_rate", "script", "start", "end", "completed", "output",
-                     "source_code", "error_message", "error_traceback", "type", "context")
+# tfruns's own order (rstudio/tfruns R/ls_runs.R, return_runs()).
+run_front_props <- c("samples", "validation_samples", "batch_size", "steps", "steps_completed",
+                     "epochs", "epochs_completed", "metrics", "model", "loss_function", "optimizer",
+                     "learning_rate", "script", "source", "start", "end", "completed", "output",
+                     "error_message", "error_traceback", "source_code", "context", "type")
+# tfruns R/ls_runs.R valid_steps_units / get_steps_unit(): the progress column is
+# steps_completed when the run has a `steps` property, else epochs_completed when it has
+# `epochs`, else steps_completed.
+run_progress_column <- function(props) {
+  unit <- c(intersect(c("steps", "epochs"), names(props)), "steps")[[1]]
+  paste0(unit, "_completed")
+}
+# tfruns R/ls_runs.R run_record(): its loop over the metrics.json keys (`epoch` skipped)
+# overwrites the count at each key, so it is the non-null count of the LAST array but `epoch`.
+run_completed_rows <- function(metrics) {
+  count <- 0L
+  for (name in setdiff(names(metrics), "epoch")) {
+    values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
+    count <- sum(!is.na(values))
+  }
+  as.integer(count)
+}
 
 #' List training runs
 #'
 #' Reads the run folders under `runs_dir` (tfruns's format: one folder per run,
 #' named by its start time, holding `tfruns.d/`) and returns one row per run with
 #' tfruns's columns: `run_dir`, `eval_<metric>` (final evaluation),
-#' `metric_<name>` (last recorded value of every `metrics.json` array, including
-#' `metric_epoch`, the global step of the last row), `flag_<name>` (the run's
-#' flags), then `samples`, `batch_size`, `epochs` (planned metric rows),
-#' `epochs_completed` (rows recorded), `metrics` (path of `metrics.json`),
-#' `model`, `optimizer`, `learning_rate`, `script`, `start`, `end` (`POSIXct`),
-#' `completed`, `output`, `source_code`, `error_message`, `error_traceback`,
-#' `type`, `context`, `status` (`completed`, `failed`, `running` or
+#' `metric_<name>` (last recorded value of every `metrics.json` array but
+#' `epoch`, the x axis, as tfruns), `flag_<name>` (the run's flags), then
+#' `samples`, `batch_size`, `epochs` (planned metric rows), `epochs_completed`
+#' (rows recorded, counted as tfruns counts them), `metrics` (path of
+#' `metrics.json`), `model`, `optimizer`, `learning_rate`, `script`, `start`,
+#' `end` (`POSIXct`), `completed`, `output`, `error_message`,
+#' `error_traceback`, `source_code`, `context`, `type` (tfruns's order),
+#' `status` (`completed`, `failed`, `running` or
 #' `interrupted`), and the other recorded properties by name (`global_step`,
 #' `max_steps`, `model_dir`, `resumed_from_step`, `strategy`, ...). Python's
 #' `tpuestimator runs ls --json` gives the same columns, names, types and order.
@@ -127,12 +146,10 @@ read_run_row <- function(run_dir) {
 
   metrics_path <- file.path(meta_dir, "metrics.json")
   metrics <- read_json_file(metrics_path)
-  completed_count <- NULL
   if (is.list(metrics)) {
-    for (name in names(metrics)) {  # every array, `epoch` too, as tfruns
+    for (name in setdiff(names(metrics), "epoch")) {  # `epoch` is the x axis: tfruns skips it
       values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
       available <- values[!is.na(values)]
-      completed_count <- max(completed_count %||% 0L, length(available))
       if (length(available)) row[[paste0("metric_", name)]] <- as.double(available[[length(available)]])
     }
     row$metrics <- metrics_path
@@ -159,10 +176,7 @@ read_run_row <- function(run_dir) {
   source_code <- file.path(meta_dir, "source.tar.gz")
   if (file.exists(source_code)) row$source_code <- source_code
 
-  if (!is.null(completed_count)) {
-    if (!is.null(props$steps) && is.null(props$epochs)) row$steps_completed <- completed_count
-    else row$epochs_completed <- completed_count
-  }
+  row[[run_progress_column(props)]] <- run_completed_rows(if (is.list(metrics)) metrics else list())
   row <- row[!vapply(row, is.null, logical(1))]
   as.data.frame(row, stringsAsFactors = FALSE, optional = TRUE)
 }

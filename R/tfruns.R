@@ -37,3 +37,31 @@ tfruns_adopt_run <- function(run, target) {
   }
   run
 }
+
+# TRUE when tfruns's training_run() would copy the files of `model_dir` into its run folder.
+# After the script, training_run() copies every file of its artifacts dir (default: the
+# working dir) that the script changed or added, except paths containing the run folder's
+# name and packrat/ or gs/ paths; its utils::fileSnapshot() does not descend into hidden
+# folders (rstudio/tfruns R/training_run.R, with_changed_file_copy()). So checkpoints are
+# copied unless the model dir is outside the working dir, under a hidden folder (our default
+# runs/.models/<run>), or has the run's name in its path.
+tfruns_copies_model_dir <- function(model_dir, run_dir, artifacts_dir = getwd()) {
+  if (is.null(model_dir) || is.null(run_dir)) return(FALSE)
+  md <- normalizePath(model_dir, winslash = "/", mustWork = FALSE)
+  base <- normalizePath(artifacts_dir, winslash = "/", mustWork = FALSE)
+  if (!startsWith(md, paste0(sub("/$", "", base), "/"))) return(FALSE)
+  rel <- substring(md, nchar(sub("/$", "", base)) + 2L)
+  parts <- strsplit(rel, "/", fixed = TRUE)[[1]]
+  if (any(startsWith(parts, "."))) return(FALSE)
+  if (grepl(basename(run_dir), rel)) return(FALSE)
+  !grepl("^(packrat|gs)/", rel)
+}
+
+tfruns_warn_model_dir <- function(model_dir, run_dir) {
+  if (tfruns_copies_model_dir(model_dir, run_dir)) {
+    warning("model_dir \"", model_dir, "\" is inside the working directory, so tfruns's training_run() ",
+            "will copy its checkpoints and exports into the run folder ", run_dir, " as changed files. ",
+            "Leave model_dir unset (the default is <runs folder>/.models/<run>, which tfruns skips) or ",
+            "choose a folder outside the working directory.", call. = FALSE)
+  }
+}

@@ -160,6 +160,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     run <- tfruns_adopt_run(run, tfruns_dir)
     unlink(staging, recursive = TRUE)
   }
+  if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)  # R/tfruns.R
   if (verbose) message("run recorded in ", run$run_dir)
   run
 }

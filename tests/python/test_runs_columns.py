@@ -31,3 +31,26 @@ def test_fixture_runs_written_by_us_follow_every_rule(fixtures_dir):
     assert any("'step' array" in p for p in problems)
     assert any("rule 12" in p for p in problems)
     assert any("'val_accuracy' has no training 'accuracy'" in p for p in problems)
+
+
+def test_progress_is_counted_as_tfruns_counts_it(tmp_path):
+    """tfruns (R/ls_runs.R run_record(), get_steps_unit()): the rows are counted on the LAST
+    metrics.json array but 'epoch', against 'steps' whenever that property exists."""
+    from tpuestimator.runs.query import completed_rows, progress_column, run_record
+
+    assert completed_rows({"epoch": [100, 200, 300], "loss": [1, 2, 3], "val_loss": [1, None, None]}) == 1
+    assert completed_rows({"epoch": [100, 200]}) == 0 and completed_rows(None) == 0
+    assert progress_column({"steps": 300, "epochs": 3}) == "steps_completed"
+    assert progress_column({"epochs": 3}) == "epochs_completed"
+    assert progress_column({}) == "steps_completed"
+    run = tmp_path / "2026-11-29T10-00-00Z"
+    props = run / "tfruns.d" / "properties"
+    props.mkdir(parents=True)
+    for key, value in {"start": "1.0", "end": "2.0", "completed": "TRUE", "script": "a.yaml", "steps": "300",
+                       "epochs": "3"}.items():
+        (props / key).write_text(value + "\n")
+    (run / "tfruns.d" / "metrics.json").write_text('{"epoch": [100, 200, 300], "loss": [1, 0.5, 0.3]}')
+    row = run_record(run)
+    assert row["steps_completed"] == 3 and "epochs_completed" not in row and "metric_epoch" not in row
+    # tfruns shows "3/300" for this finished run: the validator says so
+    assert any("properties/steps" in p and "rule 12" in p for p in check_run_dir(run))

@@ -47,3 +47,32 @@ test_that("view_run() shows the console output from properties/output (where tfr
   expect_match(html, "<h2>Output</h2>", fixed = TRUE)
   expect_match(html, "Epoch 2/2", fixed = TRUE)
 })
+
+test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns-rules.R)", {
+  folder <- fixture_path("runs")
+  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
+  old <- setwd(folder)
+  on.exit(setwd(old), add = TRUE)
+  df <- ls_runs("runs", order = "run_dir")
+  expect_false("metric_epoch" %in% names(df))  # tfruns skips the x axis when it makes metric_ columns
+  standard <- intersect(names(df), tfruns_rule_standard_columns)
+  expect_identical(standard, intersect(tfruns_rule_standard_columns, names(df)))  # tfruns's order
+  for (i in seq_len(nrow(df))) {
+    rule <- tfruns_rule_progress(df$run_dir[[i]])
+    expect_identical(df[[rule$column]][[i]], rule$completed, info = df$run_dir[[i]])
+  }
+  # a finished run of ours: tfruns shows "Epochs 3" (3 of 3 evaluations), not "1/300"
+  ours <- file.path("runs", "2026-11-29T10-00-00Z")
+  expect_identical(tfruns_rule_progress(ours)$shown, "3")
+  expect_identical(tfruns_rule_progress(ours)$unit, "epochs")
+  metrics <- jsonlite::read_json(file.path(ours, "tfruns.d", "metrics.json"), simplifyVector = TRUE)
+  expect_identical(tfruns_rule_charts(metrics),
+                   list(loss = c("loss", "val_loss"), accuracy = c("accuracy", "val_accuracy")))
+  expect_identical(metrics$epoch, c(100L, 200L, 300L))  # x axis: the global step of each row
+  expect_identical(readLines(file.path(ours, "tfruns.d", "properties", "global_step")), "300")
+  # the old format's 'step' array was charted as a metric and read "1/300"
+  old_run <- file.path("runs", "2026-11-29T10-05-00Z")
+  expect_true("step" %in% names(tfruns_rule_charts(jsonlite::read_json(
+    file.path(old_run, "tfruns.d", "metrics.json"), simplifyVector = TRUE))))
+  expect_identical(tfruns_rule_progress(old_run)$shown, "1/300")
+})

@@ -48,7 +48,20 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
   tfruns_ns$stub_begin(active)
   on.exit(tfruns_ns$stub_end(), add = TRUE)
-  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p"))
+  before <- tfruns_rule_snapshot(work)
+  warned <- character()
+  run <- withCallingHandlers(
+    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p")),
+    warning = function(w) {
+      warned <<- c(warned, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  # a model dir inside the working dir: tfruns's changed-file copy would take its checkpoints,
+  # and tpu_train() says so
+  copied <- tfruns_rule_copied_files(before, tfruns_rule_snapshot(work), active)
+  expect_true(any(startsWith(copied, "models/p/")))
+  expect_true(any(grepl("will copy its checkpoints", warned, fixed = TRUE)))
   expect_identical(normalizePath(run$run_dir), normalizePath(active))
   expect_equal(nrow(ls_runs("runs")), 1L)                  # no second run folder
   meta <- file.path(active, "tfruns.d")
@@ -73,7 +86,21 @@ test_that("inside tfruns's run: checkpoints stay out of the working dir, the con
   active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
   tfruns_ns$stub_begin(active)
   withr::defer(tfruns_ns$stub_end())  # before the stand-in is unloaded (LIFO)
-  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE))
+  before <- tfruns_rule_snapshot(work)
+  warned <- character()
+  run <- withCallingHandlers(
+    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE)),
+    warning = function(w) {
+      warned <<- c(warned, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  # tfruns's changed-file copy (R/training_run.R, with_changed_file_copy(); restated in
+  # helper-tfruns-rules.R) finds nothing to copy: the run's own files have the run's name in
+  # their path, and runs/.models is a hidden folder, which fileSnapshot() does not list
+  expect_identical(tfruns_rule_copied_files(before, tfruns_rule_snapshot(work), active), character())
+  expect_false(any(grepl("will copy its checkpoints", warned, fixed = TRUE)))
+  expect_true(length(list.files(file.path(work, "runs", ".models", basename(active)), recursive = TRUE)) > 0L)
   # issue 12.5: the default model dir is under the runs folder (tfruns does not copy it as a changed
   # file of the working dir) and outside the run (the export is stored once, as the run's export/)
   expect_identical(normalizePath(run$model_dir), normalizePath(file.path(work, "runs", ".models", basename(active))))

@@ -4,8 +4,9 @@ The columns follow tfruns's ``ls_runs()`` and are the SAME, with the same names,
 order, as R's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
 tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on
 tests/fixtures/runs/): ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last
-non-null value of EVERY metrics.json array, ``metric_epoch`` included, as tfruns),
-``flag_<f>`` (flags.json), then `FRONT_COLUMNS`, ``status`` (ours: ``completed``,
+non-null value of every metrics.json array but ``epoch``, the x axis, which tfruns skips),
+``flag_<f>`` (flags.json), then `FRONT_COLUMNS` (with ``steps_completed`` or
+``epochs_completed``, chosen and counted as tfruns does: `progress_column()`), ``status`` (ours: ``completed``,
 ``failed``, ``running``, ``interrupted``), then the other properties sorted by name.
 `column_types()` gives each column's type.
 
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
 import tpuestimator.runs.naming as naming
+from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 from tpuestimator.runs.record import OWNER_FILE
 
 logger = logging.getLogger(__name__)
@@ -39,10 +41,15 @@ INT_COLUMNS = INT_PROPERTIES + ("epochs_completed", "steps_completed", "global_s
                                 "resumed_from_step", "num_replicas")
 # After run_dir, eval_*, metric_*, flag_*: these, in this order (tfruns's order), then status,
 # then the other properties by name. R/runs.R: run_front_cols.
-FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "epochs", "epochs_completed", "steps",
-                 "steps_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
-                 "script", "start", "end", "completed", "output", "source_code", "error_message",
-                 "error_traceback", "type", "context")
+# tfruns R/ls_runs.R return_runs(): samples, validation_samples, batch_size, then for each unit of
+# valid_steps_units (steps, epochs) the unit and <unit>_completed, metrics, model, ..., context, type.
+FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "steps", "steps_completed", "epochs",
+                 "epochs_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
+                 "script", "source", "start", "end", "completed", "output", "error_message",
+                 "error_traceback", "source_code", "context", "type")
+# tfruns R/ls_runs.R: valid_steps_units; get_steps_unit() takes the first one that is a property.
+STEPS_UNITS = ("steps", "epochs")
+
 LATEST = "latest"
 
 
@@ -154,11 +161,24 @@ def _last_value(values: Any) -> Any:
     return None
 
 
-def _metric_count(metrics: Any) -> int | None:
-    """tfruns's ``epochs_completed``: the count of non-null entries of the metric arrays."""
-    if not isinstance(metrics, dict) or not metrics:
-        return None
-    return max((sum(v is not None for v in vals) for vals in metrics.values() if isinstance(vals, list)), default=0)
+def completed_rows(metrics: Any) -> int:
+    """tfruns's ``<unit>_completed`` (R/ls_runs.R, run_record()): its loop over the metrics.json
+    keys, ``epoch`` skipped, overwrites the count at each key, so the count is the number of
+    non-null entries of the LAST array other than ``epoch`` (0 without one)."""
+    count = 0
+    if isinstance(metrics, dict):
+        for key, values in metrics.items():
+            if key == X_KEY:
+                continue
+            count = sum(v is not None for v in values) if isinstance(values, list) else int(values is not None)
+    return count
+
+
+def progress_column(props: Mapping[str, Any]) -> str:
+    """``steps_completed`` when the run has a ``steps`` property, else ``epochs_completed`` when
+    it has ``epochs``, else ``steps_completed`` (tfruns R/ls_runs.R: get_steps_unit())."""
+    unit = next((u for u in STEPS_UNITS if u in props), STEPS_UNITS[0])
+    return f"{unit}_completed"
 
 
 def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) -> dict[str, Any]:
@@ -177,6 +197,8 @@ def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) ->
     metrics = read_json(metrics_path)
     if isinstance(metrics, dict):
         for key, values in metrics.items():
+            if key == X_KEY:
+                continue
             last = _last_value(values)
             if last is not None:
                 row[f"metric_{key}"] = float(last) if isinstance(last, (int, float)) else last
@@ -187,12 +209,8 @@ def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) ->
         for key, value in flags.items():
             if value is not None and not isinstance(value, (dict, list)):
                 row[f"flag_{key}"] = value
-    count = _metric_count(metrics)
-    if count is not None:
-        if "steps" in props and "epochs" not in props:
-            row["steps_completed"] = count
-        else:
-            row["epochs_completed"] = count
+    # tfruns always gives the progress column (0 without metrics.json).
+    row[progress_column(props)] = completed_rows(metrics)
     for key, value in props.items():
         if key not in row and value is not None:
             row[key] = value

@@ -441,6 +441,13 @@ class RunRecorder:
         # tfruns draws val_<m> only beside a <m> array (rule 7): an evaluation-only metric gets
         # an all-null training array so its curve is still charted.
         train += [n[len(EVAL_PREFIX):] for n in val if n[len(EVAL_PREFIX):] not in train]
+        # tfruns counts the completed rows on the LAST array but 'epoch' only (R/ls_runs.R,
+        # run_record(); rule 12): the evaluation array with the most values goes last, so an
+        # evaluation metric that is null in some rows (inf accuracy) does not hide their rows.
+        if val:
+            counts = {n: sum(row.get(n) is not None for row in self._rows) for n in val}
+            best = max(reversed(val), key=lambda n: counts[n])
+            val = [n for n in val if n != best] + [best]
         for name in train + val:
             arrays[name] = [row.get(name) for row in self._rows] + pad
         return arrays

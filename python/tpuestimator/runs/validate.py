@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import tpuestimator.runs.naming as naming
-from tpuestimator.runs.query import BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES
+from tpuestimator.runs.query import (BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES, completed_rows,
+                                     progress_column)
 
 
 class _NonFinite(ValueError):
@@ -252,20 +253,25 @@ def _check_metric_names(metrics: dict, problems: list[str]) -> None:
 
 def _check_progress(props: dict[str, str], metrics: dict | None, meta: Path, problems: list[str]) -> None:
     """Rule 12 (progress in one unit) and the after-a-kill rules (end moves, rows are filled)."""
-    rows = None
+    rows = recorded = None
     if metrics:
-        rows = max((sum(v is not None for v in vals) for vals in metrics.values() if isinstance(vals, list)),
-                   default=0)
+        # tfruns's count (R/ls_runs.R run_record()): the non-null entries of the last array but 'epoch'.
+        rows = completed_rows(metrics)
+        recorded = max((sum(v is not None for v in vals) for k, vals in metrics.items()
+                        if k != "epoch" and isinstance(vals, list)), default=0)
     done = props.get("completed", "").strip() == "TRUE"
-    steps = _number(props.get("steps", "").strip())
-    if done and rows is not None and steps is not None and "epochs" not in props and rows != steps:
-        problems.append(f"tfruns.d/properties/steps: {steps:g}, but the metric arrays have {rows} rows: tfruns shows "
-                        f"\"{rows}/{steps:g}\" for this finished run (rule 12: count rows against 'epochs', or "
-                        "keep steps in the same unit)")
-    if metrics is not None and rows == 0 and (meta / "evaluation.json").is_file():
+    # tfruns shows the rows against 'steps' whenever that property exists (get_steps_unit()).
+    unit = progress_column(props)[:-len("_completed")]
+    planned = _number(props.get(unit, "").strip())
+    # (Fewer rows than 'epochs' is truthful: an early-stopped run reads "2/3".)
+    if unit == "steps" and done and rows is not None and planned is not None and rows != planned:
+        problems.append(f"tfruns.d/properties/{unit}: {planned:g}, but tfruns counts {rows} metric rows: it shows "
+                        f"\"{rows}/{planned:g}\" for this finished run (rule 12: count rows against 'epochs', "
+                        "write no 'steps' property, keep the steps in 'max_steps'/'global_step')")
+    if metrics is not None and recorded == 0 and (meta / "evaluation.json").is_file():
         problems.append("tfruns.d/metrics.json: every value is null although evaluation.json has the final "
                         "evaluation (rule 13: record each evaluation's row when it ends)")
     start, end = _number(props.get("start", "").strip()), _number(props.get("end", "").strip())
-    if start is not None and end is not None and end == start and rows:
+    if start is not None and end is not None and end == start and recorded:
         problems.append("tfruns.d/properties/end: equals start although metric rows were recorded (rule 13: move "
                         "end forward during the run)")
