@@ -25,8 +25,9 @@ tfruns_adopt_run <- function(run, target) {
     tfruns::write_run_metadata("evaluation", evaluation, target)
   }
   props <- read_properties(meta)
-  # tfruns owns its run's timing, script and completion state.
-  props <- props[setdiff(names(props), c("start", "end", "completed", "script", "type", "context"))]
+  # tfruns owns its run's timing, script and completion state, and `output`, the open target of
+  # its sink() of the R console (rstudio/tfruns R/training_run.R, do_training_run()).
+  props <- props[setdiff(names(props), c("start", "end", "completed", "script", "type", "context", "output"))]
   if (length(props)) tfruns::write_run_metadata("properties", props, target)
   for (entry in setdiff(list.files(source, all.files = FALSE), "tfruns.d")) {
     file.copy(file.path(source, entry), target, recursive = TRUE, overwrite = TRUE)

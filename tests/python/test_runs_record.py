@@ -222,6 +222,7 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     props.mkdir(parents=True)
     (props / "start").write_text("1795947818.5\n")  # as R's writeLines() writes them
     (props / "script").write_text("train.R\n")
+    (props / "output").write_text("R console so far\n")  # tfruns's sink() target
     with tarfile.open(run_dir / "tfruns.d" / "source.tar.gz", "w:gz") as tar:
         src = tmp_path / "train.R"
         src.write_text("tpu_train('x.yaml')\n")
@@ -229,9 +230,13 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     (run_dir / "tfruns.d" / "flags.json").write_text('{"learning_rate": 0.5}')
     rec = RunRecorder.attach(run_dir, config=CONFIG, flags=CONFIG["params"], script="x.yaml", planned_evals=2)
     rec.log_metrics(10, {"loss": 1.0})
+    (run_dir / "output.log").write_text("our log\n")
     rec.complete()
     got = read_properties(run_dir)
-    assert got["start"] == 1795947818.5 and got["script"] == "train.R" and got["completed"] is True
+    assert got["start"] == 1795947818.5 and got["script"] == "train.R"
+    # tfruns owns these in its own run (R/training_run.R, do_training_run()): `completed` turns
+    # TRUE only when the whole R script has run, and `output` is the target of its sink()
+    assert got["completed"] is False and got["output"] == "R console so far"
     flags = strict_json(run_dir / "tfruns.d" / "flags.json")
     assert flags["learning_rate"] == 0.5 and flags["optimizer.name"] == "adam"
     assert check_run_dir(run_dir) == []

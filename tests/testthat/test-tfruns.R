@@ -24,6 +24,8 @@ local_tfruns_stub <- function(env = parent.frame()) {
     "  dir.create(file.path(dir, 'tfruns.d', 'properties'), recursive = TRUE)",
     "  writeLines('1795000000.000', file.path(dir, 'tfruns.d', 'properties', 'start'))",
     "  writeLines('train.R', file.path(dir, 'tfruns.d', 'properties', 'script'))",
+    "  writeLines('FALSE', file.path(dir, 'tfruns.d', 'properties', 'completed'))",
+    "  writeLines('> tpu_train(...)', file.path(dir, 'tfruns.d', 'properties', 'output'))",
     "  .state$dir <- dir",
     "}",
     "stub_end <- function() .state$dir <- NULL"
@@ -69,6 +71,10 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   expect_true(file.exists(file.path(meta, "metrics.json")))
   expect_identical(readLines(file.path(meta, "properties", "script")), "train.R")     # tfruns's own kept
   expect_identical(readLines(file.path(meta, "properties", "start")), "1795000000.000")
+  # tfruns owns `output` (its sink() of the R console) and `completed` (TRUE once the whole
+  # script has run): R/training_run.R, do_training_run()
+  expect_identical(readLines(file.path(meta, "properties", "output")), "> tpu_train(...)")
+  expect_identical(readLines(file.path(meta, "properties", "completed")), "FALSE")
   expect_true(dir.exists(file.path(active, "logs")))
   expect_tfruns_run(active)
   tfruns_ns$stub_end()

@@ -202,6 +202,9 @@ class RunRecorder:
         self._rows: list[dict[str, float | None]] = []
         self._names: list[str] = []
         self._state = "running"
+        # Recording into tfruns's active run (attach()): tfruns owns `completed` (TRUE once the
+        # whole R script has run) and `output` (its sink() writes the R console there).
+        self._attached = False
         self._last_beat = 0.0
         self._lock = threading.RLock()
         self.flags: dict[str, Any] = {}
@@ -268,6 +271,7 @@ class RunRecorder:
             existing.discard("start")
             start = time.time()
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec._attached = True
         rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing,
                         attached=True)
         return rec
@@ -388,7 +392,13 @@ class RunRecorder:
             self._touch_end()
 
     def _write_output(self) -> None:
-        """Copies the run's console log into ``properties/output`` (tfruns's Output tab)."""
+        """Copies the run's console log into ``properties/output`` (tfruns's Output tab).
+
+        Not inside tfruns's ``training_run()``: there that file is the open target of tfruns's
+        ``sink()`` of the R console (R/training_run.R, do_training_run()); replacing it would
+        lose the R console, and our log stays in the run as ``output.log``."""
+        if self._attached:
+            return
         log = self.run_dir / OUTPUT_LOG
         if log.is_file():
             try:
@@ -558,7 +568,8 @@ class RunRecorder:
                 self._finish_plots()
             self._write_output()
             self._touch_end()
-            self._write_property("completed", "TRUE")
+            if not self._attached:  # tfruns writes TRUE itself once the rest of the R script has run
+                self._write_property("completed", "TRUE")
             self._state = "completed"
 
     def fail(self, exc: BaseException, *, plots: bool = True) -> None:
