@@ -69,6 +69,13 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
   expect_identical(tfruns_rule_charts(metrics),
                    list(loss = c("loss", "val_loss"), accuracy = c("accuracy", "val_accuracy")))
   expect_identical(metrics$epoch, c(100L, 200L, 300L))  # x axis: the global step of each row
+  # tfruns's chart takes the last `epoch` value as the x axis maximum and the values as ticks:
+  # in our unfinished runs too, the rows not recorded carry their planned step, never null
+  for (run in file.path("runs", c("2026-11-29T10-01-00Z", "2026-11-29T10-02-00Z", "2026-11-29T10-03-00Z"))) {
+    x <- jsonlite::read_json(file.path(run, "tfruns.d", "metrics.json"), simplifyVector = TRUE)$epoch
+    expect_false(anyNA(x), info = run)
+    expect_identical(x[[length(x)]], 300L, info = run)
+  }
   expect_identical(readLines(file.path(ours, "tfruns.d", "properties", "global_step")), "300")
   # the old format's 'step' array was charted as a metric and read "1/300"
   old_run <- file.path("runs", "2026-11-29T10-05-00Z")

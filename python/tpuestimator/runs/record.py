@@ -198,6 +198,7 @@ class RunRecorder:
         self.plots_dir = self.run_dir / "plots"
         self.start = float(start)
         self.planned_evals = int(planned_evals) if planned_evals else None
+        self._max_steps: int | None = None  # train.max_steps: where the padding rows' x ends
         self._steps: list[float | None] = []
         self._rows: list[dict[str, float | None]] = []
         self._names: list[str] = []
@@ -287,6 +288,8 @@ class RunRecorder:
         atomic_write_json(self.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
         base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
         base.update(config_properties(config))
+        if _is_int(base.get("max_steps")):
+            self._max_steps = int(base["max_steps"])
         if self.planned_evals:  # tfruns counts metric rows against this (rule 12)
             base["epochs"] = self.planned_evals
         tf_version = _tensorflow_version()
@@ -445,7 +448,8 @@ class RunRecorder:
     def _metric_arrays(self) -> dict[str, list[float | None]]:
         length = max(self.planned_evals or 0, len(self._rows))
         pad = [None] * (length - len(self._rows))
-        arrays: dict[str, list[float | None]] = {X_KEY: [_int_if_whole(s) for s in self._steps] + pad}
+        arrays: dict[str, list[float | None]] = {X_KEY: [_int_if_whole(s) for s in self._steps] +
+                                                 self._planned_x(len(pad))}
         train = [n for n in self._names if not n.startswith(EVAL_PREFIX)]
         val = [n for n in self._names if n.startswith(EVAL_PREFIX)]
         # tfruns draws val_<m> only beside a <m> array (rule 7): an evaluation-only metric gets
@@ -461,6 +465,24 @@ class RunRecorder:
         for name in train + val:
             arrays[name] = [row.get(name) for row in self._rows] + pad
         return arrays
+
+    def _planned_x(self, count: int) -> list[int | None]:
+        """The x values of the `count` rows not recorded yet: evenly spaced global steps from the
+        last recorded one up to ``train.max_steps`` (null when that is unknown).
+
+        tfruns's chart (inst/views/components/metrics_charts.html, MetricsCharts) sets the x axis
+        maximum to the LAST ``epoch`` value and uses the ``epoch`` values as tick values, so a
+        null there would be handed to c3 as an axis bound and as ticks. keras never writes one
+        (without an ``epoch`` key tfruns uses 1..n, padding rows included), so neither do we:
+        the axis of a running or stopped run spans the planned steps, as keras's spans the
+        planned epochs. The metric values of those rows stay null."""
+        if count <= 0:
+            return []
+        last = next((s for s in reversed(self._steps) if s is not None), 0) or 0
+        if not self._max_steps or self._max_steps <= last:
+            return [None] * count
+        span = self._max_steps - last
+        return [int(round(last + span * k / count)) for k in range(1, count + 1)]
 
     def _write_metrics(self) -> None:
         atomic_write_json(self.record_dir / "metrics.json", self._metric_arrays(), indent=None)
