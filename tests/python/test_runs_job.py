@@ -25,6 +25,18 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
     props = info["properties"]
     assert props["max_steps"] == 40 and props["global_step"] == 40 and props["epochs"] == 2
     assert "resumed_from_step" not in props
+    # Property names against tfruns's own (R/ls_runs.R run_record(), return_runs()): no 'steps'
+    # (tfruns would count rows against it, rule 12); none that tfruns computes itself and would
+    # overwrite or that would read as an eval_/metric_/flag_ column; the typed ones hold what
+    # R's as.integer()/as.numeric() read.
+    assert "steps" not in props
+    computed = {"run_dir", "metrics", "source_code", "error_message", "error_traceback", "steps_completed",
+                "epochs_completed", "source"}
+    assert not computed & set(props) and not [p for p in props if p.startswith(("eval_", "metric_", "flag_"))]
+    assert {"type", "context", "script", "start", "end", "completed", "output", "model", "optimizer",
+            "learning_rate", "batch_size", "epochs"} <= set(props)
+    assert props["type"] == "training" and props["context"] == "local" and props["model"].startswith("Model")
+    assert all(isinstance(props[k], int) for k in ("epochs", "batch_size"))
     metrics = info["metrics"]
     # Issue 12.2: the global step is tfruns's x axis ('epoch', not charted), training accuracy is
     # recorded beside val_accuracy, and the rows are counted against 'epochs' (2/2, not 2/40).
