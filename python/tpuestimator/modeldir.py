@@ -182,8 +182,11 @@ def default_model_dir(run_config: Mapping[str, Any], run_dir: str | os.PathLike 
     """The model dir of a job recording into an existing run folder (tfruns's active run),
     when neither the caller nor ``run.model_dir`` chose one: ``<runs folder>/.models/<run>``.
 
-    Inside the runs folder, so tfruns's ``training_run()`` does not copy the checkpoints into
-    the run as changed files; outside the run folder, so the export is stored once (as the
+    tfruns's ``training_run()`` copies the working dir's changed files into the run, except
+    paths that contain the run's name, and its ``fileSnapshot()`` skips hidden folders
+    (R/training_run.R, with_changed_file_copy()): this path is skipped on both counts, so the
+    checkpoints are not copied (being inside the runs folder alone would not be enough). Outside
+    the run folder, so the export is stored once (as the
     run's ``export/``); one per run, so a tfruns run never meets another run's checkpoint.
     None when `run_dir` is None or ``run.model_dir`` is set.
     """
