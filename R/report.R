@@ -197,7 +197,8 @@ run_report_html <- function(run) {
     completed = run$completed, model_dir = run$model_dir, export_dir = run$export_dir
   )
   summary <- summary[!vapply(summary, is.null, logical(1))]
-  other_props <- props[setdiff(names(props), c("script", "start", "end", "completed", "model_dir", "export_dir"))]
+  other_props <- props[setdiff(names(props), c("script", "start", "end", "completed", "model_dir", "export_dir",
+                                               "output", "model"))]
   files <- run_files(run$run_dir)
   plots <- file.path(run$run_dir, files[startsWith(files, "plots/") & tolower(tools::file_ext(files)) == "png"])
   plot_html <- vapply(plots, function(p) {
@@ -213,6 +214,9 @@ run_report_html <- function(run) {
     if (!is.null(run$error)) c("<h2>Error</h2>", paste0("<div class=\"err\">", html_escape(run$error$message %||% ""), "\n",
                                                          html_escape(paste(unlist(run$error$traceback), collapse = "\n")), "</div>")),
     "<h2>Flags</h2>", html_table(run$flags, c("flag", "value")),
+    if (!is.null(props$model)) c("<h2>Model</h2>", paste0("<pre>", html_escape(props$model), "</pre>")),
+    # the console output, where tfruns's viewer shows it too (docs/RUN_FORMAT.md, rule 11)
+    if (!is.null(props$output)) c("<h2>Output</h2>", paste0("<pre>", html_escape(props$output), "</pre>")),
     "<h2>Properties</h2>", html_table(other_props, c("property", "value")),
     "<h2>Files</h2>",
     if (length(files)) paste0("<ul>", paste0("<li>", html_escape(utils::head(files, 200)), "</li>", collapse = ""), "</ul>")

@@ -2,27 +2,54 @@
 
 default_runs_dir <- function() getOption("tfruns.runs_dir", "runs")
 
-# Columns typed as tfruns types them.
+# One reader of run records: these columns, names, types and order are the same as Python's
+# `tpuestimator runs ls` (python/tpuestimator/runs/query.py: INT_COLUMNS, FRONT_COLUMNS,
+# order_columns, column_type). tests/fixtures/runs/expected_columns.json is checked by both
+# test suites (test-runs-columns.R, test_runs_columns.py).
 run_integer_props <- c("samples", "validation_samples", "steps", "epochs", "batch_size",
-                       "epochs_completed", "steps_completed", "global_step", "num_replicas")
+                       "epochs_completed", "steps_completed", "global_step", "max_steps",
+                       "resumed_from_step", "num_replicas")
 run_numeric_props <- c("learning_rate")
-run_front_props <- c("samples", "validation_samples", "steps", "steps_completed", "epochs",
-                     "epochs_completed", "metrics", "model", "loss_function", "optimizer",
-                     "learning_rate", "script", "start", "end", "completed", "output",
+# tfruns's own order (rstudio/tfruns R/ls_runs.R, return_runs()).
+run_front_props <- c("samples", "validation_samples", "batch_size", "steps", "steps_completed",
+                     "epochs", "epochs_completed", "metrics", "model", "loss_function", "optimizer",
+                     "learning_rate", "script", "source", "start", "end", "completed", "output",
                      "error_message", "error_traceback", "source_code", "context", "type")
+# tfruns R/ls_runs.R valid_steps_units / get_steps_unit(): the progress column is
+# steps_completed when the run has a `steps` property, else epochs_completed when it has
+# `epochs`, else steps_completed.
+run_progress_column <- function(props) {
+  unit <- c(intersect(c("steps", "epochs"), names(props)), "steps")[[1]]
+  paste0(unit, "_completed")
+}
+# tfruns R/ls_runs.R run_record(): its loop over the metrics.json keys (`epoch` skipped)
+# overwrites the count at each key, so it is the non-null count of the LAST array but `epoch`.
+run_completed_rows <- function(metrics) {
+  count <- 0L
+  for (name in setdiff(names(metrics), "epoch")) {
+    values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
+    count <- sum(!is.na(values))
+  }
+  as.integer(count)
+}
 
 #' List training runs
 #'
 #' Reads the run folders under `runs_dir` (tfruns's format: one folder per run,
 #' named by its start time, holding `tfruns.d/`) and returns one row per run with
 #' tfruns's columns: `run_dir`, `eval_<metric>` (final evaluation),
-#' `metric_<name>` (last recorded value of each training metric), `flag_<name>`
-#' (the run's flags: hyperparameters and configuration fields), `steps`,
-#' `steps_completed`, `metrics` (path of `metrics.json`), `script`, `start`, `end`
-#' (`POSIXct`), `completed`, `error_message`, `context`, `type`, and one column
-#' per other recorded property (`strategy`, `num_replicas`, `model_dir`,
-#' `export_dir`, ...). Runs made from Python and from R are listed alike. Works
-#' without Python.
+#' `metric_<name>` (last recorded value of every `metrics.json` array but
+#' `epoch`, the x axis, as tfruns), `flag_<name>` (the run's flags), then
+#' `samples`, `batch_size`, `epochs` (planned metric rows), `epochs_completed`
+#' (rows recorded, counted as tfruns counts them), `metrics` (path of
+#' `metrics.json`), `model`, `optimizer`, `learning_rate`, `script`, `start`,
+#' `end` (`POSIXct`), `completed`, `output`, `error_message`,
+#' `error_traceback`, `source_code`, `context`, `type` (tfruns's order),
+#' `status` (`completed`, `failed`, `running` or
+#' `interrupted`), and the other recorded properties by name (`global_step`,
+#' `max_steps`, `model_dir`, `resumed_from_step`, `strategy`, ...). Python's
+#' `tpuestimator runs ls --json` gives the same columns, names, types and order.
+#' Works without Python.
 #'
 #' @param runs_dir The runs folder. Default: the option `tfruns.runs_dir`, else
 #'   `"runs"` (as tfruns).
@@ -100,7 +127,7 @@ read_properties <- function(meta_dir) {
   if (!dir.exists(props_dir)) return(list())
   files <- list.files(props_dir)
   files <- files[!startsWith(files, ".")]
-  props <- lapply(file.path(props_dir, files), function(f) paste(readLines(f, warn = FALSE), collapse = "\n"))
+  props <- lapply(file.path(props_dir, files), function(f) paste(readLines(f, warn = FALSE, encoding = "UTF-8"), collapse = "\n"))
   names(props) <- files
   props
 }
@@ -112,19 +139,18 @@ read_run_row <- function(run_dir) {
   evaluation <- read_json_file(file.path(meta_dir, "evaluation.json"))
   if (is.list(evaluation) && length(evaluation)) {
     evaluation <- evaluation[vapply(evaluation, function(v) length(v) == 1L, logical(1))]
+    evaluation <- lapply(evaluation, function(v) if (is.numeric(v)) as.double(v) else v)
     names(evaluation) <- paste0("eval_", names(evaluation))
     row <- c(row, evaluation)
   }
 
   metrics_path <- file.path(meta_dir, "metrics.json")
   metrics <- read_json_file(metrics_path)
-  completed_count <- NULL
   if (is.list(metrics)) {
-    for (name in setdiff(names(metrics), c("epoch", "step"))) {
+    for (name in setdiff(names(metrics), "epoch")) {  # `epoch` is the x axis: tfruns skips it
       values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
       available <- values[!is.na(values)]
-      completed_count <- max(completed_count %||% 0L, length(available))
-      if (length(available)) row[[paste0("metric_", name)]] <- available[[length(available)]]
+      if (length(available)) row[[paste0("metric_", name)]] <- as.double(available[[length(available)]])
     }
     row$metrics <- metrics_path
   }
@@ -138,7 +164,9 @@ read_run_row <- function(run_dir) {
 
   props <- read_properties(meta_dir)
   props$run_dir <- NULL
-  row <- c(row, props)
+  row <- c(row, props[setdiff(names(props), names(row))])
+  if (is.null(row$completed)) row$completed <- "FALSE"
+  row$status <- run_status(run_dir, props)
 
   error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
   if (is.list(error)) {
@@ -148,10 +176,7 @@ read_run_row <- function(run_dir) {
   source_code <- file.path(meta_dir, "source.tar.gz")
   if (file.exists(source_code)) row$source_code <- source_code
 
-  if (!is.null(completed_count)) {
-    if (!is.null(props$epochs)) row$epochs_completed <- completed_count
-    if (!is.null(props$steps) || is.null(props$epochs)) row$steps_completed <- completed_count
-  }
+  row[[run_progress_column(props)]] <- run_completed_rows(if (is.list(metrics)) metrics else list())
   row <- row[!vapply(row, is.null, logical(1))]
   as.data.frame(row, stringsAsFactors = FALSE, optional = TRUE)
 }
@@ -167,7 +192,7 @@ type_run_columns <- function(df) {
     } else if (col %in% run_integer_props) {
       df[[col]] <- suppressWarnings(as.integer(v))
     } else if (col %in% run_numeric_props || startsWith(col, "eval_") || startsWith(col, "metric_")) {
-      if (is.character(v)) v <- suppressWarnings(as.numeric(v))
+      if (is.character(v) || is.integer(v) || (is.logical(v) && all(is.na(v)))) v <- suppressWarnings(as.double(v))
       df[[col]] <- v
     }
   }
@@ -180,8 +205,34 @@ order_run_columns <- function(df) {
   metric_cols <- nms[startsWith(nms, "metric_")]
   flag_cols <- nms[startsWith(nms, "flag_")]
   front <- intersect(run_front_props, nms)
-  rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front))
-  df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, rest)]
+  rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front, "status"))
+  rest <- sort(rest, method = "radix")  # by code point, as Python's sorted()
+  df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, intersect("status", nms), rest)]
+}
+
+# completed, failed (error.json), running (its process is alive on this host) or interrupted.
+run_status <- function(run_dir, props) {
+  if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
+  if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
+  owner_file <- file.path(run_dir, "tfruns.d", "owner.json")
+  owner <- if (file.exists(owner_file)) tryCatch(jsonlite::read_json(owner_file), error = function(e) NULL)
+  if (is.list(owner) && identical(owner$host, Sys.info()[["nodename"]]) && is.numeric(owner$pid) &&
+      isTRUE(tryCatch(tools::pskill(owner$pid, 0L), error = function(e) FALSE))) {
+    return("running")
+  }
+  "interrupted"
+}
+
+# The type of each ls_runs() column, in the vocabulary shared with Python's column_type():
+# "character", "integer", "double", "logical" or "time".
+run_column_types <- function(df) {
+  vapply(df, function(v) {
+    if (inherits(v, "POSIXct")) "time"
+    else if (is.logical(v)) "logical"
+    else if (is.integer(v)) "integer"
+    else if (is.double(v)) "double"
+    else "character"
+  }, character(1))
 }
 
 #' @export

@@ -10,30 +10,30 @@ tfruns_active_run_dir <- function() {
   normalizePath(dir, winslash = "/", mustWork = FALSE)
 }
 
-# Moves a run that Python recorded in a staging folder into tfruns's active run: metrics,
-# evaluation and properties through tfruns::write_run_metadata() (as keras does), event
-# files and artifacts by copying. Returns the run, pointing at tfruns's folder.
-tfruns_adopt_run <- function(run, target) {
-  source <- run$run_dir
-  meta <- file.path(source, "tfruns.d")
-  metrics <- read_json_file(file.path(meta, "metrics.json"), simplify = TRUE)
-  if (is.list(metrics) && length(metrics)) {
-    tfruns::write_run_metadata("metrics", lapply(metrics, function(v) unlist(lapply(v, function(e) if (is.null(e)) NA else e))), target)
+# TRUE when tfruns's training_run() would copy the files of `model_dir` into its run folder.
+# After the script, training_run() copies every file of its artifacts dir (default: the
+# working dir) that the script changed or added, except paths containing the run folder's
+# name and packrat/ or gs/ paths; its utils::fileSnapshot() does not descend into hidden
+# folders (rstudio/tfruns R/training_run.R, with_changed_file_copy()). So checkpoints are
+# copied unless the model dir is outside the working dir, under a hidden folder (our default
+# runs/.models/<run>), or has the run's name in its path.
+tfruns_copies_model_dir <- function(model_dir, run_dir, artifacts_dir = getwd()) {
+  if (is.null(model_dir) || is.null(run_dir)) return(FALSE)
+  md <- normalizePath(model_dir, winslash = "/", mustWork = FALSE)
+  base <- normalizePath(artifacts_dir, winslash = "/", mustWork = FALSE)
+  if (!startsWith(md, paste0(sub("/$", "", base), "/"))) return(FALSE)
+  rel <- substring(md, nchar(sub("/$", "", base)) + 2L)
+  parts <- strsplit(rel, "/", fixed = TRUE)[[1]]
+  if (any(startsWith(parts, "."))) return(FALSE)
+  if (grepl(basename(run_dir), rel)) return(FALSE)
+  !grepl("^(packrat|gs)/", rel)
+}
+
+tfruns_warn_model_dir <- function(model_dir, run_dir) {
+  if (tfruns_copies_model_dir(model_dir, run_dir)) {
+    warning("model_dir \"", model_dir, "\" is inside the working directory, so tfruns's training_run() ",
+            "will copy its checkpoints and exports into the run folder ", run_dir, " as changed files. ",
+            "Leave model_dir unset (the default is <runs folder>/.models/<run>, which tfruns skips) or ",
+            "choose a folder outside the working directory.", call. = FALSE)
   }
-  evaluation <- read_json_file(file.path(meta, "evaluation.json"), simplify = FALSE)
-  if (is.list(evaluation) && length(evaluation)) {
-    tfruns::write_run_metadata("evaluation", evaluation, target)
-  }
-  props <- read_properties(meta)
-  # tfruns owns its run's timing, script and completion state.
-  props <- props[setdiff(names(props), c("start", "end", "completed", "script", "type", "context"))]
-  if (length(props)) tfruns::write_run_metadata("properties", props, target)
-  for (entry in setdiff(list.files(source, all.files = FALSE), "tfruns.d")) {
-    file.copy(file.path(source, entry), target, recursive = TRUE, overwrite = TRUE)
-  }
-  run$run_dir <- target
-  if (!is.null(run$export_dir) && startsWith(run$export_dir, source)) {
-    run$export_dir <- file.path(target, substring(run$export_dir, nchar(source) + 2L))
-  }
-  run
 }

@@ -56,6 +56,10 @@
 #' @param export Export a SavedModel at the end (as configured under `export`).
 #' @param progress An optional extra R function `function(event, info)` called
 #'   with every progress event (after the console printer).
+#' @param resume Continue the model dir's checkpoint even when it was trained
+#'   with other settings. By default such a model dir is an error naming the
+#'   settings that differ (a rerun with the same settings resumes; see "Model dirs
+#'   and checkpoint reuse" in docs/RUN_FORMAT.md).
 #' @return A `tpu_run` object (a list): `run_dir`, `model_dir`, `export_dir`,
 #'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
 #'   per evaluation, with `step`), `global_step` and `config` (the resolved
@@ -97,9 +101,10 @@
 #' @export
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
                       verbose = getOption("tpuestimatorr.verbose", TRUE), ..., export = TRUE,
-                      progress = NULL) {
+                      progress = NULL, resume = FALSE) {
   verbose <- as_flag(verbose, "verbose")
   export <- as_flag(export, "export")
+  resume <- as_flag(resume, "resume")
   progress <- as_nullable_function(progress, "progress")
   overrides <- overrides_from_dots(...)
   if (is.character(model_fn)) {
@@ -116,9 +121,11 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   src <- resolve_config(cfg, overrides)
 
+  quiet_python_console()  # R/console.R
   args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
+  if (resume) args$resume <- TRUE
   if (!is.null(model_fn)) {
     args$model_fn <- if (is.function(model_fn)) {
       reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE)
@@ -136,6 +143,8 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
 
   result <- with_python(do.call(py_core()$run_job, args))
   run <- tpu_run_from_result(result)
+  tfruns_dir <- args$run_dir
+  if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)  # R/tfruns.R
   if (verbose) message("run recorded in ", run$run_dir)
   run
 }

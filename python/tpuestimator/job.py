@@ -170,14 +170,15 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            extra_hooks_factory: Callable[[Any], Iterable[Any]] | None = None) -> JobResult:
+            extra_hooks_factory: Callable[[Any], Iterable[Any]] | None = None, resume: bool = False) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
       config: a YAML/JSON path, a dict, or a `JobConfig`.
       overrides: ``key.sub=value`` strings (`--set`).
-      model_dir: checkpoint folder; default `run.model_dir`, else ``models/<name>``. A rerun
-        with the same model_dir resumes from its latest checkpoint.
+      model_dir: checkpoint folder; default `run.model_dir`, else ``models/<name>`` (inside
+        tfruns's run, `run_dir`: ``<runs>/.models/<run>``). A rerun with the same settings
+        resumes from its latest checkpoint; other settings fail (`tpuestimator.modeldir`).
       runs_dir: where the run record goes; default `run.runs_dir` (``runs``).
       run_dir: an existing run folder to record into (tfruns's active run, from R).
       record: False to skip the run record.
@@ -185,14 +186,19 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       hooks: extra hooks (Hook objects or callables `fn(event, info)`).
       progress: `progress(event, info)` called at begin/loop/eval/end.
       export: False to skip the exporters.
+      resume: continue from the model dir's checkpoint even if it was trained with other
+        settings (see `tpuestimator.modeldir.check_model_dir`).
 
     Returns:
       A `JobResult`.
     """
 
     cfg = _as_config(config, overrides)
-    model_dir = model_dir or cfg.model_dir
+    from tpuestimator.modeldir import check_model_dir, default_model_dir
+
+    model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
     raw = cfg.raw
+    resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     os.makedirs(model_dir, exist_ok=True)
     dump_config(cfg, os.path.join(model_dir, "config.yaml"))
     recorder = None
@@ -200,7 +206,8 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         from tpuestimator.runs import RunRecorder
 
         common = dict(config=cfg.to_dict(), flags=_flags(cfg), script=cfg.source,
-                      planned_evals=_planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir)})
+                      planned_evals=_planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
+                                                                     "resumed_from_step": resumed_from_step})
         if run_dir:
             recorder = RunRecorder.attach(run_dir, **common)
         else:
@@ -251,6 +258,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
 
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg), trial_id=recorder.name))
+        from tpuestimator.runs.hook import RecorderHook
+
+        # metric rows (the loop's training metrics beside each evaluation, written before the
+        # exporters and the caller's hooks run) and `end` heartbeats
+        job_hooks.append(RecorderHook(recorder, has_eval=eval_fn is not None))
     from tpuestimator.debug import hooks_from_config
 
     job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,
@@ -271,26 +283,12 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
     if raw["train"]["steps"] is not None:
         max_steps = estimator.global_step + raw["train"]["steps"]
 
-    def on_eval(step: int, metrics: dict) -> None:
-        if recorder is not None:
-            shown = {k: v for k, v in metrics.items() if k not in ("global_step", "num_examples")}
-            recorder.log_metrics(step, {"loss": estimator.last_train_logs.get("loss")}, eval_metrics=shown)
-
-    def on_loop_without_eval(step: int, logs: dict) -> None:
-        if recorder is not None:
-            recorder.log_metrics(step, {"loss": logs.get("loss")})
-
-    from tpuestimator.hooks.base import CallableHook
-
-    if eval_spec is None:
-        job_hooks.append(CallableHook(lambda event, info: on_loop_without_eval(info["step"], info)
-                                      if event == "after_loop" else None))
     from tpuestimator.debug import numerics
 
     with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
             numerics.translate_errors(estimator):
         outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
-                                     eval_spec, on_eval=on_eval)
+                                     eval_spec)
     for hook in job_hooks:
         if hasattr(hook, "close"):
             hook.close()

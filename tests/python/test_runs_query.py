@@ -48,15 +48,16 @@ def test_ls_runs_columns_and_default_order(runs):
                                                        "2026-11-29T10-00-01Z"]
     newest_ok = rows[1]
     assert newest_ok["run_dir"] == os.path.join(str(runs), "2026-11-29T10-00-02Z")
-    assert newest_ok["eval_accuracy"] == 0.9 and newest_ok["metric_loss"] == 0.5 and newest_ok["metric_step"] == 20
+    assert newest_ok["eval_accuracy"] == 0.9 and newest_ok["metric_loss"] == 0.5
+    assert "metric_epoch" not in newest_ok  # the x axis: tfruns skips it (R/ls_runs.R run_record())
     assert newest_ok["flag_learning_rate"] == 0.01 and newest_ok["flag_model"] == "cnn"
-    assert newest_ok["steps"] == 20 and newest_ok["steps_completed"] == 2
+    assert newest_ok["max_steps"] == 20 and newest_ok["epochs"] == 2 and newest_ok["epochs_completed"] == 2
     assert newest_ok["batch_size"] == 4 and newest_ok["completed"] is True and newest_ok["status"] == "completed"
     assert isinstance(newest_ok["start"], float) and newest_ok["end"] >= newest_ok["start"]
     assert newest_ok["type"] == "training" and newest_ok["script"] == "job.yaml"
     failed = rows[0]
     assert failed["status"] == "failed" and failed["error_message"] == "RuntimeError: boom"
-    assert failed["steps_completed"] == 1 and "eval_accuracy" not in failed
+    assert failed["epochs_completed"] == 1 and failed["eval_accuracy"] is None
 
 
 def test_ls_runs_latest_n_order_and_filter(runs):
@@ -166,5 +167,5 @@ def test_check_run_dir_source_archive_and_name(tmp_path):
 def test_ls_runs_survives_a_broken_run(runs):
     (runs / "2026-11-29T10-00-01Z" / "tfruns.d" / "metrics.json").write_text("{broken")
     rows = ls_runs(runs)
-    assert len(rows) == 3 and "metric_loss" not in rows[2]
+    assert len(rows) == 3 and rows[2]["metric_loss"] is None
     assert json.dumps(rows)  # every value is JSON-able

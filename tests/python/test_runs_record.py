@@ -1,6 +1,7 @@
 """RunRecorder writes runs that follow every rule of tfruns-format.md (checked on real folders)."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -59,17 +60,19 @@ def test_successful_run_follows_every_rule(tmp_path):
     props = read_properties(rec.run_dir)
     assert props["completed"] is True and props["type"] == "training" and props["context"] == "local"
     assert props["script"] == "tiny.yaml"
-    assert props["steps"] == 300 and props["batch_size"] == 32 and props["samples"] == 640
+    assert props["max_steps"] == 300 and props["epochs"] == 3 and props["batch_size"] == 32 and props["samples"] == 640
     assert props["learning_rate"] == 0.01 and props["optimizer"] == "adam" and props["strategy"] == "cpu"
     assert props["model"].startswith("Model: tiny\n dense")
-    assert props["tpu_topology"] == "2x2" and props["global_step"] == "200"
+    assert props["tpu_topology"] == "2x2" and props["global_step"] == 200
     assert props["tensorflow_version"].startswith("2.")
     assert props["start"] <= props["end"] <= time.time() + 1
 
     # metrics.json: step axis, val_ names, arrays null-padded to the 3 planned evals
     metrics = strict_json(meta / "metrics.json")
-    assert list(metrics) == ["step", "loss", "accuracy", "val_loss", "val_accuracy"]
-    assert metrics["step"] == [100, 200, None]
+    assert list(metrics) == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
+    # the row not recorded yet has its planned x (max_steps): tfruns's chart takes the last
+    # 'epoch' value as the x axis maximum and the values as ticks, so no null there
+    assert metrics["epoch"] == [100, 200, 300]
     assert metrics["val_loss"] == [1.0, 0.6, None]
     assert {len(v) for v in metrics.values()} == {3}
     assert strict_json(meta / "evaluation.json") == {"loss": 0.6, "accuracy": 0.65}
@@ -85,7 +88,7 @@ def test_successful_run_follows_every_rule(tmp_path):
 
     row = ls_runs(tmp_path / "runs")[0]
     assert row["status"] == "completed" and row["completed"] is True
-    assert row["steps_completed"] == 2 and row["eval_accuracy"] == 0.65 and row["metric_val_loss"] == 0.6
+    assert row["epochs_completed"] == 2 and row["eval_accuracy"] == 0.65 and row["metric_val_loss"] == 0.6
 
 
 def test_flags_from_nested_dicts_lists_nan_and_none(tmp_path):
@@ -117,6 +120,8 @@ def test_nan_stopped_run_writes_null_and_no_nan(tmp_path):
     metrics = strict_json(meta / "metrics.json")
     assert metrics["loss"] == [0.8, None, None, None]
     assert metrics["val_accuracy"] == [None, None, None, None]
+    # tfruns counts rows on the last array: the one with the most values (val_loss) is last
+    assert list(metrics)[-1] == "val_loss" and ls_runs(tmp_path / "runs")[0]["epochs_completed"] == 1
     assert strict_json(meta / "evaluation.json") == {"accuracy": 0.3}
     error = strict_json(meta / "error.json")
     assert error["message"] == "NonFiniteError: loss became NaN at step 200"
@@ -164,8 +169,10 @@ def test_metric_arrays_stay_equal_length_past_the_plan(tmp_path):
     rec.log_metrics(2, {"loss": 2.0}, eval_metrics={"auc": 0.5})  # a new metric appears late
     rec.log_metrics(3, {"loss": 1.0, "extra": 7})
     metrics = strict_json(rec.run_dir / "tfruns.d" / "metrics.json")
-    assert metrics == {"step": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "extra": [None, None, 7.0],
-                       "val_auc": [None, 0.5, None]}
+    # val_auc alone would never be charted by tfruns (rule 7): an all-null auc array goes beside it
+    assert metrics == {"epoch": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "extra": [None, None, 7.0],
+                       "auc": [None, None, None], "val_auc": [None, 0.5, None]}
+    assert list(metrics) == ["epoch", "loss", "extra", "auc", "val_auc"]
     assert check_run_dir(rec.run_dir) == []
 
 
@@ -215,8 +222,9 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     run_dir = tmp_path / "runs" / "2026-11-29T10-23-38Z"
     props = run_dir / "tfruns.d" / "properties"
     props.mkdir(parents=True)
-    (props / "start").write_text("1795947818.5")
-    (props / "script").write_text("train.R")
+    (props / "start").write_text("1795947818.5\n")  # as R's writeLines() writes them
+    (props / "script").write_text("train.R\n")
+    (props / "output").write_text("R console so far\n")  # tfruns's sink() target
     with tarfile.open(run_dir / "tfruns.d" / "source.tar.gz", "w:gz") as tar:
         src = tmp_path / "train.R"
         src.write_text("tpu_train('x.yaml')\n")
@@ -224,12 +232,20 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
     (run_dir / "tfruns.d" / "flags.json").write_text('{"learning_rate": 0.5}')
     rec = RunRecorder.attach(run_dir, config=CONFIG, flags=CONFIG["params"], script="x.yaml", planned_evals=2)
     rec.log_metrics(10, {"loss": 1.0})
+    (run_dir / "output.log").write_text("our log\n")
     rec.complete()
     got = read_properties(run_dir)
-    assert got["start"] == 1795947818.5 and got["script"] == "train.R" and got["completed"] is True
+    assert got["start"] == 1795947818.5 and got["script"] == "train.R"
+    # tfruns owns these in its own run (R/training_run.R, do_training_run()): `completed` turns
+    # TRUE only when the whole R script has run, and `output` is the target of its sink()
+    assert got["completed"] is False and got["output"] == "R console so far"
     flags = strict_json(run_dir / "tfruns.d" / "flags.json")
     assert flags["learning_rate"] == 0.5 and flags["optimizer.name"] == "adam"
     assert check_run_dir(run_dir) == []
+    # Issue 12.5: tfruns's archive keeps the R script AND gains the project's config files.
+    with tarfile.open(run_dir / "tfruns.d" / "source.tar.gz") as tar:
+        names = sorted(m.name for m in tar.getmembers() if m.isfile())
+    assert names == ["source/resolved_config.yaml", "source/train.R", "source/x.yaml"]
 
 
 KILLED_CHILD = r"""
@@ -266,6 +282,77 @@ def test_killed_run_is_still_listed(tmp_path):
     assert len(rows) == 1
     row = rows[0]
     assert row["completed"] is False and row["status"] == "interrupted"
-    assert row["steps"] == 400 and row["steps_completed"] == 2
+    assert row["max_steps"] == 400 and row["epochs_completed"] == 2
     assert row["metric_val_loss"] == 0.8 and row["end"] >= row["start"]
     assert not math.isnan(row["end"])
+
+
+KILLED_AFTER_EVAL = r"""
+import os, signal, sys
+from tpuestimator.job import run_job
+
+def kill_after_eval(event, info):
+    if event == "after_eval":  # hooks given to run_job run after the job's own
+        os.kill(os.getpid(), signal.SIGKILL)
+
+run_job(sys.argv[1], overrides=["eval.every_n_steps=20"], model_dir=sys.argv[2], runs_dir=sys.argv[3],
+        hooks=[kill_after_eval], export=False)
+"""
+
+
+def test_a_job_killed_right_after_an_evaluation_keeps_its_row_and_end(tmp_path, fixtures_dir):
+    """Issue 12.4: the row used to be written after the exporters, so a kill there left metrics.json
+    all null and end == start."""
+    import tpuestimator.runs
+
+    python_dir = Path(tpuestimator.runs.__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(python_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_EVAL, str(fixtures_dir / "parity" / "parity.yaml"),
+                           str(tmp_path / "m"), str(tmp_path / "runs")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    row = ls_runs(tmp_path / "runs")[0]
+    assert row["status"] == "interrupted" and row["epochs_completed"] == 1 and row["epochs"] == 2
+    assert row["global_step"] == 20 and "metric_epoch" not in row and row["metric_val_loss"] is not None and row["metric_loss"] is not None
+    assert row["end"] > row["start"]
+    assert check_run_dir(row["run_dir"]) == []
+
+
+def test_heartbeat_moves_end_between_evaluations(tmp_path, monkeypatch):
+    import tpuestimator.runs.record as record
+
+    monkeypatch.setattr(record, "HEARTBEAT_S", 0.0)
+    rec = make_recorder(tmp_path)
+    start = read_properties(rec.run_dir)["end"]
+    time.sleep(0.01)
+    rec.heartbeat(50)
+    props = read_properties(rec.run_dir)
+    assert props["end"] > start and props["global_step"] == 50
+
+
+def test_property_files_end_with_a_newline_and_the_archive_has_no_pax_headers(tmp_path):
+    """Issue 12.3: R warned "incomplete final line" per property file and per read, and
+    "using pax extended headers" on every view."""
+    rec = make_recorder(tmp_path)
+    rec.set_properties(model="Model: tiny\n dense", note="x")
+    rec.complete(plots=False)
+    for prop in (rec.run_dir / "tfruns.d" / "properties").iterdir():
+        assert prop.read_text().endswith("\n"), prop.name
+    archive = rec.run_dir / "tfruns.d" / "source.tar.gz"
+    import gzip
+
+    raw = gzip.decompress(archive.read_bytes())
+    assert b"PaxHeader" not in raw and raw[156:157] != b"x"
+    with tarfile.open(archive) as tar:
+        assert all(not m.pax_headers and float(m.mtime).is_integer() for m in tar.getmembers())
+    # and the validator catches both
+    (rec.run_dir / "tfruns.d" / "properties" / "note").write_text("x")
+    pax = io.BytesIO()
+    with tarfile.open(fileobj=pax, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("source/tiny.yaml")
+        info.size, info.mtime = 1, 1.5
+        tar.addfile(info, io.BytesIO(b"x"))
+    archive.write_bytes(pax.getvalue())
+    problems = check_run_dir(rec.run_dir)
+    assert any("properties/note: no final newline" in p for p in problems)
+    assert any("pax extended headers" in p for p in problems)

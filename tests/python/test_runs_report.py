@@ -116,3 +116,11 @@ def test_console_error_detection_works(tmp_path):
     page.write_text("<html><body><script>undefinedFunction();</script></body></html>")
     done = render(exe, page, tmp_path, f"--screenshot={tmp_path / 'bad.png'}", "--window-size=400,300")
     assert CONSOLE_ERROR.search(done.stderr)
+
+
+def test_padding_rows_with_planned_x_are_not_drawn():
+    # metrics.json's padding rows carry their planned global step under 'epoch' (tfruns's x
+    # axis must not hold null) but no values: the plots leave them out
+    groups = dict(metric_groups({"epoch": [100, 200, 300], "loss": [1.0, 0.5, None], "val_loss": [1.1, None, None]}))
+    assert groups["loss"]["loss"] == ([100, 200], [1.0, 0.5])
+    assert groups["loss"]["val_loss"] == ([100, 200], [1.1, None])

@@ -39,7 +39,7 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   expect_equal(nrow(runs), 2L)
   expect_setequal(normalizePath(runs$run_dir), normalizePath(c(py$run_dir, r$run_dir)))
   for (col in c("eval_loss", "metric_loss", "metric_val_loss", "flag_learning_rate", "flag_model",
-                "steps", "steps_completed", "script", "start", "end", "completed", "model_dir")) {
+                "max_steps", "epochs", "epochs_completed", "script", "start", "end", "completed", "model_dir")) {
     expect_true(col %in% names(runs), info = col)
     expect_false(anyNA(runs[[col]]), info = col)
   }

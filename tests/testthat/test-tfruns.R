@@ -24,6 +24,8 @@ local_tfruns_stub <- function(env = parent.frame()) {
     "  dir.create(file.path(dir, 'tfruns.d', 'properties'), recursive = TRUE)",
     "  writeLines('1795000000.000', file.path(dir, 'tfruns.d', 'properties', 'start'))",
     "  writeLines('train.R', file.path(dir, 'tfruns.d', 'properties', 'script'))",
+    "  writeLines('FALSE', file.path(dir, 'tfruns.d', 'properties', 'completed'))",
+    "  writeLines('> tpu_train(...)', file.path(dir, 'tfruns.d', 'properties', 'output'))",
     "  .state$dir <- dir",
     "}",
     "stub_end <- function() .state$dir <- NULL"
@@ -48,7 +50,20 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
   tfruns_ns$stub_begin(active)
   on.exit(tfruns_ns$stub_end(), add = TRUE)
-  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p"))
+  before <- tfruns_rule_snapshot(work)
+  warned <- character()
+  run <- withCallingHandlers(
+    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p")),
+    warning = function(w) {
+      warned <<- c(warned, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  # a model dir inside the working dir: tfruns's changed-file copy would take its checkpoints,
+  # and tpu_train() says so
+  copied <- tfruns_rule_copied_files(before, tfruns_rule_snapshot(work), active)
+  expect_true(any(startsWith(copied, "models/p/")))
+  expect_true(any(grepl("will copy its checkpoints", warned, fixed = TRUE)))
   expect_identical(normalizePath(run$run_dir), normalizePath(active))
   expect_equal(nrow(ls_runs("runs")), 1L)                  # no second run folder
   meta <- file.path(active, "tfruns.d")
@@ -56,6 +71,10 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   expect_true(file.exists(file.path(meta, "metrics.json")))
   expect_identical(readLines(file.path(meta, "properties", "script")), "train.R")     # tfruns's own kept
   expect_identical(readLines(file.path(meta, "properties", "start")), "1795000000.000")
+  # tfruns owns `output` (its sink() of the R console) and `completed` (TRUE once the whole
+  # script has run): R/training_run.R, do_training_run()
+  expect_identical(readLines(file.path(meta, "properties", "output")), "> tpu_train(...)")
+  expect_identical(readLines(file.path(meta, "properties", "completed")), "FALSE")
   expect_true(dir.exists(file.path(active, "logs")))
   expect_tfruns_run(active)
   tfruns_ns$stub_end()
@@ -63,4 +82,36 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   run2 <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/q"))
   expect_false(identical(normalizePath(run2$run_dir), normalizePath(active)))
   expect_equal(nrow(ls_runs("runs")), 2L)
+})
+
+test_that("inside tfruns's run: checkpoints stay out of the working dir, the config is archived", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  work <- local_work_dir()
+  tfruns_ns <- local_tfruns_stub()
+  active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
+  tfruns_ns$stub_begin(active)
+  withr::defer(tfruns_ns$stub_end())  # before the stand-in is unloaded (LIFO)
+  before <- tfruns_rule_snapshot(work)
+  warned <- character()
+  run <- withCallingHandlers(
+    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE)),
+    warning = function(w) {
+      warned <<- c(warned, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  # tfruns's changed-file copy (R/training_run.R, with_changed_file_copy(); restated in
+  # helper-tfruns-rules.R) finds nothing to copy: the run's own files have the run's name in
+  # their path, and runs/.models is a hidden folder, which fileSnapshot() does not list
+  expect_identical(tfruns_rule_copied_files(before, tfruns_rule_snapshot(work), active), character())
+  expect_false(any(grepl("will copy its checkpoints", warned, fixed = TRUE)))
+  expect_true(length(list.files(file.path(work, "runs", ".models", basename(active)), recursive = TRUE)) > 0L)
+  # issue 12.5: the default model dir is under the runs folder (tfruns does not copy it as a changed
+  # file of the working dir) and outside the run (the export is stored once, as the run's export/)
+  expect_identical(normalizePath(run$model_dir), normalizePath(file.path(work, "runs", ".models", basename(active))))
+  expect_false(dir.exists(file.path(work, "models")))
+  files <- utils::untar(file.path(active, "tfruns.d", "source.tar.gz"), list = TRUE)
+  expect_true(all(c("source/parity.yaml", "source/resolved_config.yaml") %in% files))
+  expect_false(any(grepl("ckpt", list.files(active, recursive = TRUE))))
 })

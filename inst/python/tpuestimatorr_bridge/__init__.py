@@ -29,6 +29,7 @@ __all__ = [
     "from_json",
     "job_result_dict",
     "predict",
+    "quiet_tensorflow",
     "strings_to_numpy",
     "to_json",
     "tpuestimator_version",
@@ -185,3 +186,10 @@ def write_example(name: str, out_dir: str) -> str:
     from tpuestimator.examples import write_example as _write_example
 
     return _write_example(name, out_dir)
+
+
+def quiet_tensorflow(quiet: bool = True) -> None:
+    """TensorFlow's C++ log lines and retracing warnings kept off (or back on) the R console."""
+    from tpuestimator.console import quiet_tensorflow as _quiet_tensorflow
+
+    _quiet_tensorflow(bool(quiet))

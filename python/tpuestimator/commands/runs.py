@@ -97,8 +97,9 @@ def format_table(rows: Sequence[dict], *, all_flags: bool = False) -> str:
         name = str(row["run_dir"]).replace("\\", "/").rsplit("/", 1)[-1]
         steps = row.get("global_step") or row.get("steps_completed")
         steps_text = "-" if steps is None else str(steps)
-        if row.get("steps") is not None:
-            steps_text += f"/{row['steps']}"
+        planned = row.get("max_steps") if row.get("max_steps") is not None else row.get("steps")
+        if planned is not None:
+            steps_text += f"/{planned}"
         start, end = row.get("start"), row.get("end")
         duration = format_duration(end - start) if isinstance(start, float) and isinstance(end, float) else "-"
         lines.append([name] + [_fmt(row.get(c)) for c in evals + flags] + [steps_text, duration, row.get("status", "-")])
@@ -157,7 +158,7 @@ def _show(args) -> int:
 
 
 def _compare(args) -> int:
-    from tpuestimator.runs import naming
+    import tpuestimator.runs.naming as naming
     from tpuestimator.runs.query import run_info
     from tpuestimator.runs.report import format_compare_text, write_compare_report
 
@@ -185,7 +186,7 @@ def _compare(args) -> int:
 
 
 def _clean(args) -> int:
-    from tpuestimator.runs import naming
+    import tpuestimator.runs.naming as naming
     from tpuestimator.runs.query import clean_runs
 
     if not args.runs:

@@ -12,13 +12,16 @@ def add_set_flag(parser) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="train, evaluate and export from a config; records the run",
-                       description="Train from CONFIG; a rerun with the same model dir resumes from its latest checkpoint.")
+                       description="Train from CONFIG; a rerun with the same settings and model dir resumes from its latest "
+                                   "checkpoint, other settings fail unless --resume (see docs/RUN_FORMAT.md).")
     p.add_argument("config", metavar="CONFIG", help="YAML or JSON config file")
     add_set_flag(p)
     p.add_argument("--model-dir", help="checkpoint folder (default: run.model_dir, else models/<name>)")
     p.add_argument("--runs-dir", help="where run records go (default: run.runs_dir, else runs/)")
     p.add_argument("--no-record", action="store_true", help="do not write a run record")
     p.add_argument("--no-export", action="store_true", help="skip the exporters")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the model dir's checkpoint even if it was trained with other settings")
     p.set_defaults(func=run)
 
 
@@ -39,7 +42,7 @@ def run(args) -> int:
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
     result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
-                     export=not args.no_export, hooks=[bar])
+                     export=not args.no_export, hooks=[bar], resume=args.resume)
     bar.close()
     print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))
     if result.metrics:

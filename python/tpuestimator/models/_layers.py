@@ -39,6 +39,17 @@ def classifier_loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
 
+def accuracy_report() -> dict:
+    """``ModelSpec.report`` for a classifier: the training ``accuracy`` of each loop, recorded
+    beside the evaluation's ``val_accuracy`` (tfruns charts the pair only together)."""
+    import keras
+
+    def accuracy(labels, outputs):
+        return keras.metrics.sparse_categorical_accuracy(labels, outputs)
+
+    return {"accuracy": accuracy}
+
+
 def num_classes(params: dict) -> int:
     n = params.get("num_classes")
     if not isinstance(n, int) or n < 1:

@@ -5,7 +5,7 @@ the `mode` branches disappear (the Estimator handles replicas and modes).
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
 
 
@@ -44,6 +44,7 @@ def cnn(params: dict) -> ModelSpec:
         loss=classifier_loss(),
         optimizer=optimizer,
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
+        report=accuracy_report(),
         predictions=classification_predictions,
         class_names=params.get("vocabulary"),
     )

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from tpuestimator.runs.record import EVAL_PREFIX, STEP_KEY
+from tpuestimator.runs.values import EVAL_PREFIX, STEP_KEY
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
@@ -51,11 +51,13 @@ def metric_groups(arrays: Mapping[str, Sequence[float | None]]) -> list[tuple[st
         xs_all += [None] * (length - len(xs_all))
     if not any(x is not None for x in xs_all):
         xs_all = list(range(1, length + 1))
+    recorded = 1 + max((i for name in names for i, v in enumerate(arrays[name]) if v is not None), default=-1)
     groups: dict[str, dict[str, tuple[list, list]]] = {}
     for name in names:
         base = name[len(EVAL_PREFIX):] if name.startswith(EVAL_PREFIX) else name
         ys = list(arrays[name]) + [None] * (length - len(arrays[name]))
-        keep = [i for i in range(length) if xs_all[i] is not None]
+        # rows after the last recorded one are padding (their x is only planned): left out
+        keep = [i for i in range(min(length, recorded)) if xs_all[i] is not None]
         groups.setdefault(base, {})[name] = ([xs_all[i] for i in keep], [ys[i] for i in keep])
     return list(groups.items())
 

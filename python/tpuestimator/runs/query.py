@@ -1,11 +1,14 @@
 """Reading runs back: `ls_runs()`, `latest_run()`, `run_info()`, `resolve_run()`, `clean_runs()`.
 
-The columns follow tfruns's ``ls_runs()``: ``run_dir``, ``eval_<m>`` (evaluation.json),
-``metric_<m>`` (last non-null value of each metrics.json array), ``flag_<f>`` (flags.json),
-``steps``/``epochs`` and ``steps_completed``/``epochs_completed``, then the properties
-(``start``/``end`` as epoch seconds, ``completed`` a bool, ``samples``, ``batch_size`` ...
-typed as tfruns types them, the others text). Two columns are ours: ``status``
-(``completed``, ``failed``, ``running``, ``interrupted``) and ``error_message``.
+The columns follow tfruns's ``ls_runs()`` and are the SAME, with the same names, types and
+order, as R's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
+tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on
+tests/fixtures/runs/): ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last
+non-null value of every metrics.json array but ``epoch``, the x axis, which tfruns skips),
+``flag_<f>`` (flags.json), then `FRONT_COLUMNS` (with ``steps_completed`` or
+``epochs_completed``, chosen and counted as tfruns does: `progress_column()`), ``status`` (ours: ``completed``,
+``failed``, ``running``, ``interrupted``), then the other properties sorted by name.
+`column_types()` gives each column's type.
 
 "Latest" means the greatest folder name, as in tfruns. Reading is lenient (one broken run is
 logged and shown with what could be read); `check_run_dir()` is the strict side.
@@ -24,7 +27,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
-from tpuestimator.runs import naming
+import tpuestimator.runs.naming as naming
+from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 from tpuestimator.runs.record import OWNER_FILE
 
 logger = logging.getLogger(__name__)
@@ -32,6 +36,20 @@ logger = logging.getLogger(__name__)
 INT_PROPERTIES = ("samples", "validation_samples", "steps", "epochs", "batch_size")
 FLOAT_PROPERTIES = ("learning_rate", "start", "end")
 BOOL_PROPERTIES = ("completed",)
+# Typed by both readers beyond tfruns's own (R/runs.R: run_integer_props).
+INT_COLUMNS = INT_PROPERTIES + ("epochs_completed", "steps_completed", "global_step", "max_steps",
+                                "resumed_from_step", "num_replicas")
+# After run_dir, eval_*, metric_*, flag_*: these, in this order (tfruns's order), then status,
+# then the other properties by name. R/runs.R: run_front_cols.
+# tfruns R/ls_runs.R return_runs(): samples, validation_samples, batch_size, then for each unit of
+# valid_steps_units (steps, epochs) the unit and <unit>_completed, metrics, model, ..., context, type.
+FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "steps", "steps_completed", "epochs",
+                 "epochs_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
+                 "script", "source", "start", "end", "completed", "output", "error_message",
+                 "error_traceback", "source_code", "context", "type")
+# tfruns R/ls_runs.R: valid_steps_units; get_steps_unit() takes the first one that is a property.
+STEPS_UNITS = ("steps", "epochs")
+
 LATEST = "latest"
 
 
@@ -40,12 +58,17 @@ class RunNotFoundError(TPUEstimatorError, FileNotFoundError):
 
 
 # --------------------------------------------------------------------------- reading
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (R's jsonlite rejects it)")
+
+
 def read_json(path: Path) -> Any:
-    """Lenient JSON read (NaN/Infinity become None); None when the file is absent or broken."""
+    """Reads a run's JSON file as R's jsonlite does: None (and a warning in the log) when the
+    file is absent, broken or holds NaN/Infinity, so both readers skip the same files."""
     if not path.is_file():
         return None
     try:
-        return json_safe(json.loads(path.read_text(encoding="utf-8")))
+        return json_safe(json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants))
     except (OSError, ValueError) as exc:
         logger.warning("Cannot read %s: %s", path, exc)
         return None
@@ -56,7 +79,7 @@ def parse_property(name: str, text: str) -> Any:
     raw, text = text, text.strip()
     if name in BOOL_PROPERTIES:
         return {"TRUE": True, "T": True, "FALSE": False, "F": False}.get(text.upper())
-    if name in INT_PROPERTIES:
+    if name in INT_COLUMNS:
         try:
             value = float(text)
         except ValueError:
@@ -138,8 +161,28 @@ def _last_value(values: Any) -> Any:
     return None
 
 
+def completed_rows(metrics: Any) -> int:
+    """tfruns's ``<unit>_completed`` (R/ls_runs.R, run_record()): its loop over the metrics.json
+    keys, ``epoch`` skipped, overwrites the count at each key, so the count is the number of
+    non-null entries of the LAST array other than ``epoch`` (0 without one)."""
+    count = 0
+    if isinstance(metrics, dict):
+        for key, values in metrics.items():
+            if key == X_KEY:
+                continue
+            count = sum(v is not None for v in values) if isinstance(values, list) else int(values is not None)
+    return count
+
+
+def progress_column(props: Mapping[str, Any]) -> str:
+    """``steps_completed`` when the run has a ``steps`` property, else ``epochs_completed`` when
+    it has ``epochs``, else ``steps_completed`` (tfruns R/ls_runs.R: get_steps_unit())."""
+    unit = next((u for u in STEPS_UNITS if u in props), STEPS_UNITS[0])
+    return f"{unit}_completed"
+
+
 def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) -> dict[str, Any]:
-    """One `ls_runs()` row for a run folder."""
+    """One `ls_runs()` row for a run folder (columns in `order_columns()` order)."""
     run_dir = Path(run_dir)
     meta = run_dir / naming.RECORD_DIR
     props = read_properties(run_dir)
@@ -147,35 +190,89 @@ def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) ->
     evaluation = read_json(meta / "evaluation.json")
     if isinstance(evaluation, dict):
         for key, value in evaluation.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = float(value)
             row[f"eval_{key}"] = value
-    metrics = read_json(meta / "metrics.json")
+    metrics_path = meta / "metrics.json"
+    metrics = read_json(metrics_path)
     if isinstance(metrics, dict):
         for key, values in metrics.items():
-            row[f"metric_{key}"] = _last_value(values)
+            if key == X_KEY:
+                continue
+            last = _last_value(values)
+            if last is not None:
+                row[f"metric_{key}"] = float(last) if isinstance(last, (int, float)) else last
+        row["metrics"] = str(metrics_path) if display_dir is None else os.path.join(display_dir, naming.RECORD_DIR,
+                                                                                    "metrics.json")
     flags = read_json(meta / "flags.json")
     if isinstance(flags, dict):
         for key, value in flags.items():
-            row[f"flag_{key}"] = value
-    for unit in ("epochs", "steps"):
-        if unit in props:
-            row[unit] = props[unit]
-            completed = None
-            if isinstance(metrics, dict) and metrics:
-                completed = max((sum(v is not None for v in vals) for vals in metrics.values()
-                                 if isinstance(vals, list)), default=0)
-            row[f"{unit}_completed"] = completed
-            break
+            if value is not None and not isinstance(value, (dict, list)):
+                row[f"flag_{key}"] = value
+    # tfruns always gives the progress column (0 without metrics.json).
+    row[progress_column(props)] = completed_rows(metrics)
     for key, value in props.items():
-        if key not in row:
+        if key not in row and value is not None:
             row[key] = value
-    row.setdefault("start", None)
-    row.setdefault("end", None)
-    row.setdefault("completed", False if props.get("completed") is None else props["completed"])
+    if "completed" not in row:
+        row["completed"] = False
     row["status"] = run_status(run_dir, props)
     error = read_json(meta / "error.json")
-    if isinstance(error, dict) and error.get("message"):
-        row["error_message"] = str(error["message"])
-    return row
+    if isinstance(error, dict):
+        if error.get("message") is not None:
+            row["error_message"] = str(error["message"])
+        frames = error.get("traceback")
+        if isinstance(frames, list):
+            row["error_traceback"] = "\n".join(str(f) for f in frames)
+    source = meta / "source.tar.gz"
+    if source.is_file():
+        row["source_code"] = str(source) if display_dir is None else os.path.join(display_dir, naming.RECORD_DIR,
+                                                                                  "source.tar.gz")
+    return order_columns(row)
+
+
+def order_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's (or a list of column names') columns in the order both readers use."""
+    names = list(row)
+    by_prefix = [n for p in ("eval_", "metric_", "flag_") for n in names if n.startswith(p)]
+    front = [n for n in FRONT_COLUMNS if n in row]
+    head = ["run_dir"] if "run_dir" in row else []
+    used = set(head) | set(by_prefix) | set(front) | {"status"}
+    ordered = head + by_prefix + front + (["status"] if "status" in row else []) + \
+        sorted(n for n in names if n not in used)
+    return {n: row[n] for n in ordered} if isinstance(row, Mapping) else ordered
+
+
+def column_type(name: str, values: Sequence[Any]) -> str:
+    """The type of an `ls_runs()` column, as both readers give it: ``character``, ``integer``,
+    ``double``, ``logical`` or ``time`` (R: POSIXct; Python: epoch seconds)."""
+    if name in ("start", "end"):
+        return "time"
+    if name == "completed":
+        return "logical"
+    if name in INT_COLUMNS:
+        return "integer"
+    if name.startswith(("eval_", "metric_")) or name in ("learning_rate",):
+        present = [v for v in values if v is not None]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            return "double"
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "logical"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "integer"
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return "double"
+    return "character"
+
+
+def column_types(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """{column: type} of `ls_runs()` rows, in column order (the union of the rows' columns)."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    ordered = order_columns(dict.fromkeys(names))
+    return {n: column_type(n, [r.get(n) for r in rows]) for n in ordered}
 
 
 def _sort_key(value: Any) -> tuple:
@@ -271,7 +368,9 @@ def ls_runs(runs_dir: str | os.PathLike = "runs", latest_n: int | None = None,
             missing = [r for r in rows if _lookup(r, key)[1] is None]
             present.sort(key=lambda r: _sort_key(_lookup(r, key)[1]), reverse=decreasing)
             rows = present + missing
-    return rows
+    # Every row has every column (None where a run has no value: R's NA), in one order.
+    columns = list(column_types(rows))
+    return [{c: row.get(c) for c in columns} for row in rows]
 
 
 def latest_run(runs_dir: str | os.PathLike = "runs") -> dict[str, Any] | None:
@@ -357,7 +456,7 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
       A dict with ``run_dir``, ``name``, ``status``, ``properties``, ``flags``, ``metrics``,
       ``evaluation``, ``error`` (None unless failed), ``duration`` (seconds), ``plots``
       (PNG paths), ``artifacts`` (relative file paths), ``source`` ({file: text}), ``output``
-      (the text of an ``output.log`` artifact, or None), ``logs_dir`` and ``row`` (the
+      (the text of an ``output.log`` artifact, else the ``output`` property, or None), ``logs_dir`` and ``row`` (the
       `ls_runs()` row).
     """
     run_dir = resolve_run(run, runs_dir)
@@ -368,6 +467,8 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
     output = None
     if output_path.is_file():
         output = output_path.read_text(encoding="utf-8", errors="replace")
+    elif isinstance(props.get("output"), str):  # tfruns's place for it (a run made inside training_run())
+        output = props["output"]
     metrics = read_json(meta / "metrics.json")
     return {
         "run_dir": str(run_dir),

@@ -1,21 +1,24 @@
 """`RunRecorder`: writes one training run as a tfruns run folder.
 
-Layout (see shared/reference/tfruns-format.md)::
+Layout (docs/RUN_FORMAT.md, which lists every rule and the test that checks it)::
 
     runs/2026-11-29T10-23-38Z/
       tfruns.d/properties/<name>   start, end, completed, type, context, script, steps, ...
       tfruns.d/flags.json          flat scalars (nested params flattened to dotted keys)
-      tfruns.d/metrics.json        {"step": [...], "loss": [...], "val_loss": [...]} null-padded
+      tfruns.d/metrics.json        {"epoch": [global steps], "loss": [...], "accuracy": [...],
+                                   "val_loss": [...], "val_accuracy": [...]} null-padded
       tfruns.d/evaluation.json     the final evaluation (finite values only)
       tfruns.d/error.json          only for a failed run
       tfruns.d/source.tar.gz       source/<script> (the config file)
       logs/train, logs/eval        TensorBoard event files
       plots/*.png                  metric curves
-      <artifacts>                  e.g. the export, output.log
+      <artifacts>                  e.g. the export, output.log (also in properties/output)
 
 Crash safety: `create()` writes ``start``, ``end`` and ``completed=FALSE`` before anything
 else, every file is replaced atomically, and ``end`` moves forward at every `log_metrics()`,
 so a run killed with SIGKILL is still a valid, listable run (``completed`` FALSE).
+``end`` also moves forward at every training loop (`heartbeat()`, at most every few seconds),
+so a killed run's duration is right to within that.
 Nothing here imports TensorFlow.
 """
 from __future__ import annotations
@@ -42,17 +45,61 @@ from typing import Any, Mapping
 import yaml
 
 from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
-from tpuestimator.runs import naming
-from tpuestimator.runs.values import clean_evaluation, flatten_flags, metric_value, property_text
+import tpuestimator.runs.naming as naming
+from tpuestimator.runs.values import (EVAL_PREFIX, STEP_KEY, X_KEY, X_KEYS, clean_evaluation, flatten_flags,
+                                       metric_value, property_text)
 
 logger = logging.getLogger(__name__)
 
-STEP_KEY = "step"
-EVAL_PREFIX = "val_"
 OWNER_FILE = "owner.json"
 _RESERVED = {naming.RECORD_DIR, "logs", "plots"}
 # Keys of a metrics dict that are the x axis, not metrics.
-_STEP_NAMES = {"step", "global_step"}
+_STEP_NAMES = {"step", "global_step", "epoch"}
+# Seconds between two `heartbeat()` writes of ``end``.
+HEARTBEAT_S = 5.0
+# The run's console log (copied into properties/output, where tfruns's viewer shows it).
+OUTPUT_LOG = "output.log"
+
+
+def tar_gz_bytes(files: Mapping[str, bytes], *, mtime: float | None = None) -> bytes:
+    """A gzipped tar of ``source/<name>`` members in GNU format with integer mtimes.
+
+    Python's default (pax) format writes pax extended headers for float mtimes, and R's
+    ``untar()`` warns "using pax extended headers" on every read (RUN_FORMAT.md, rule 10).
+    """
+    now = int(time.time() if mtime is None else mtime)
+    buf = _io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
+        dirs = {"source"}
+        for name in files:
+            parts = name.split("/")[:-1]
+            for i in range(len(parts)):
+                dirs.add("/".join(["source", *parts[:i + 1]]))
+        for folder in sorted(dirs):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"source/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, now
+            tar.addfile(info, _io.BytesIO(data))
+    return buf.getvalue()
+
+
+def read_tar_members(path: str | os.PathLike) -> dict[str, bytes]:
+    """The files of a ``source.tar.gz`` as {name under source/: bytes} ({} when unreadable)."""
+    out: dict[str, bytes] = {}
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    fh = tar.extractfile(member)
+                    if fh is not None:
+                        name = member.name[len("source/"):] if member.name.startswith("source/") else member.name
+                        out[name] = fh.read()
+    except (OSError, tarfile.TarError, EOFError):
+        return {}
+    return out
 
 
 def _tensorflow_version() -> str | None:
@@ -101,11 +148,14 @@ def config_properties(config: Mapping[str, Any] | None) -> dict[str, Any]:
     props: dict[str, Any] = {}
     train = _get(config, "train") or {}
     params = _get(config, "params") or {}
+    # Not tfruns's ``steps``: tfruns shows ``steps_completed`` (the count of metric rows, one
+    # per evaluation) against it, and "3/300" reads as an unfinished run (rule 12). The rows
+    # are counted against ``epochs`` (the planned rows, written by the recorder) instead.
     steps = _get(train, "max_steps")
     if not _is_int(steps):
         steps = _get(train, "steps")
     if _is_int(steps):
-        props["steps"] = steps
+        props["max_steps"] = steps
     if _is_int(_get(train, "batch_size")):
         props["batch_size"] = train["batch_size"]
     lr = params.get("learning_rate") if isinstance(params, Mapping) else None
@@ -148,10 +198,15 @@ class RunRecorder:
         self.plots_dir = self.run_dir / "plots"
         self.start = float(start)
         self.planned_evals = int(planned_evals) if planned_evals else None
+        self._max_steps: int | None = None  # train.max_steps: where the padding rows' x ends
         self._steps: list[float | None] = []
         self._rows: list[dict[str, float | None]] = []
         self._names: list[str] = []
         self._state = "running"
+        # Recording into tfruns's active run (attach()): tfruns owns `completed` (TRUE once the
+        # whole R script has run) and `output` (its sink() writes the R console there).
+        self._attached = False
+        self._last_beat = 0.0
         self._lock = threading.RLock()
         self.flags: dict[str, Any] = {}
 
@@ -187,7 +242,7 @@ class RunRecorder:
         first = {"start": f"{start:.3f}", "end": f"{start:.3f}", "completed": "FALSE",
                  "script": _script_name(script), "type": "training", "context": "local"}
         for name, text in first.items():
-            (tmp / "properties" / name).write_text(text, encoding="utf-8")
+            (tmp / "properties" / name).write_text(text + "\n", encoding="utf-8")
         os.rename(tmp, rec.record_dir)
         rec._initialize(config=config, flags=flags, script=script, properties=properties,
                         existing={"start", "end", "completed"}, attached=False)
@@ -217,6 +272,7 @@ class RunRecorder:
             existing.discard("start")
             start = time.time()
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec._attached = True
         rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing,
                         attached=True)
         return rec
@@ -232,6 +288,10 @@ class RunRecorder:
         atomic_write_json(self.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
         base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
         base.update(config_properties(config))
+        if _is_int(base.get("max_steps")):
+            self._max_steps = int(base["max_steps"])
+        if self.planned_evals:  # tfruns counts metric rows against this (rule 12)
+            base["epochs"] = self.planned_evals
         tf_version = _tensorflow_version()
         if tf_version:
             base["tensorflow_version"] = tf_version
@@ -255,8 +315,8 @@ class RunRecorder:
                 flat = {**flat, **old_flat}
         atomic_write_json(flags_path, flat)
         self.flags = flat
-        if not attached or "script" not in existing:  # else source.tar.gz holds tfruns's script: keep it
-            self._write_source(script, script_name, config)
+        # Inside tfruns's training_run() its source.tar.gz holds the R script: ours is merged in.
+        self._write_source(script, script_name, config, keep_existing=attached and "script" in existing)
         for sub in ("train", "eval"):
             (self.logs_dir / sub).mkdir(parents=True, exist_ok=True)
         if self.planned_evals:
@@ -264,8 +324,10 @@ class RunRecorder:
         logger.info("Recording run in %s", self.run_dir)
 
     def _write_source(self, script: str | os.PathLike | None, script_name: str,
-                      config: Mapping[str, Any] | None) -> None:
+                      config: Mapping[str, Any] | None, keep_existing: bool = False) -> None:
         files: dict[str, bytes] = {}
+        archive = self.record_dir / "source.tar.gz"
+        existing = read_tar_members(archive) if keep_existing and archive.is_file() else {}
         path = Path(str(script)) if script else None
         if path is not None and path.is_file():
             files[script_name] = path.read_bytes()
@@ -278,17 +340,7 @@ class RunRecorder:
         if config and "resolved_config.yaml" not in files:
             cfg = json.loads(json.dumps(json_safe(dict(config)), default=str))
             files["resolved_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False).encode()
-        buf = _io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            now = time.time()
-            folder = tarfile.TarInfo("source")
-            folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, now
-            tar.addfile(folder)
-            for name, data in files.items():
-                info = tarfile.TarInfo(f"source/{name}")
-                info.size, info.mode, info.mtime = len(data), 0o644, now
-                tar.addfile(info, _io.BytesIO(data))
-        atomic_write_bytes(self.record_dir / "source.tar.gz", buf.getvalue())
+        atomic_write_bytes(archive, tar_gz_bytes({**files, **existing}))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -304,7 +356,8 @@ class RunRecorder:
         return self.logs_dir / "eval"
 
     def _write_property(self, name: str, text: str) -> None:
-        atomic_write_text(self.properties_dir / name, text)
+        # One value per file, ending with a newline as R's writeLines() writes it (rule 9).
+        atomic_write_text(self.properties_dir / name, text if text.endswith("\n") else text + "\n")
 
     def set_properties(self, **kv: Any) -> None:
         """Writes properties, one file each (None values are skipped; booleans as TRUE/FALSE).
@@ -329,6 +382,34 @@ class RunRecorder:
 
     def _touch_end(self) -> None:
         self._write_property("end", f"{time.time():.3f}")
+        self._last_beat = time.monotonic()
+
+    def heartbeat(self, step: int | None = None) -> None:
+        """Moves ``end`` forward (at most every `HEARTBEAT_S` seconds), so that a run killed
+        between two evaluations still shows how long it ran. Called after every training loop."""
+        with self._lock:
+            if self._state != "running" or time.monotonic() - self._last_beat < HEARTBEAT_S:
+                return
+            if step is not None:
+                self._write_property("global_step", property_text(int(step)))
+            self._touch_end()
+
+    def _write_output(self) -> None:
+        """Copies the run's console log into ``properties/output`` (tfruns's Output tab).
+
+        Not inside tfruns's ``training_run()``: there that file is the open target of tfruns's
+        ``sink()`` of the R console (R/training_run.R, do_training_run()); replacing it would
+        lose the R console, and our log stays in the run as ``output.log``."""
+        if self._attached:
+            return
+        log = self.run_dir / OUTPUT_LOG
+        if log.is_file():
+            try:
+                text = log.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return
+            if text.strip():
+                self._write_property("output", text)
 
     # ------------------------------------------------------------------ metrics
     def log_metrics(self, step: int | float | None, metrics: Mapping[str, Any] | None = None, *,
@@ -336,7 +417,8 @@ class RunRecorder:
         """Appends one row (one evaluation) to metrics.json and moves ``end`` forward.
 
         Args:
-          step: the global step of this row (the ``step`` array, the charts' x axis).
+          step: the global step of this row (the ``epoch`` array: the charts' x axis, which
+            tfruns does not chart as a metric).
           metrics: training metrics, recorded under their own names (``loss``).
           eval_metrics: evaluation metrics, recorded as ``val_<name>`` so tfruns charts them
             beside the training ones (names already starting with ``val_`` are kept).
@@ -366,12 +448,41 @@ class RunRecorder:
     def _metric_arrays(self) -> dict[str, list[float | None]]:
         length = max(self.planned_evals or 0, len(self._rows))
         pad = [None] * (length - len(self._rows))
-        arrays: dict[str, list[float | None]] = {STEP_KEY: [_int_if_whole(s) for s in self._steps] + pad}
+        arrays: dict[str, list[float | None]] = {X_KEY: [_int_if_whole(s) for s in self._steps] +
+                                                 self._planned_x(len(pad))}
         train = [n for n in self._names if not n.startswith(EVAL_PREFIX)]
         val = [n for n in self._names if n.startswith(EVAL_PREFIX)]
+        # tfruns draws val_<m> only beside a <m> array (rule 7): an evaluation-only metric gets
+        # an all-null training array so its curve is still charted.
+        train += [n[len(EVAL_PREFIX):] for n in val if n[len(EVAL_PREFIX):] not in train]
+        # tfruns counts the completed rows on the LAST array but 'epoch' only (R/ls_runs.R,
+        # run_record(); rule 12): the evaluation array with the most values goes last, so an
+        # evaluation metric that is null in some rows (inf accuracy) does not hide their rows.
+        if val:
+            counts = {n: sum(row.get(n) is not None for row in self._rows) for n in val}
+            best = max(reversed(val), key=lambda n: counts[n])
+            val = [n for n in val if n != best] + [best]
         for name in train + val:
             arrays[name] = [row.get(name) for row in self._rows] + pad
         return arrays
+
+    def _planned_x(self, count: int) -> list[int | None]:
+        """The x values of the `count` rows not recorded yet: evenly spaced global steps from the
+        last recorded one up to ``train.max_steps`` (null when that is unknown).
+
+        tfruns's chart (inst/views/components/metrics_charts.html, MetricsCharts) sets the x axis
+        maximum to the LAST ``epoch`` value and uses the ``epoch`` values as tick values, so a
+        null there would be handed to c3 as an axis bound and as ticks. keras never writes one
+        (without an ``epoch`` key tfruns uses 1..n, padding rows included), so neither do we:
+        the axis of a running or stopped run spans the planned steps, as keras's spans the
+        planned epochs. The metric values of those rows stay null."""
+        if count <= 0:
+            return []
+        last = next((s for s in reversed(self._steps) if s is not None), 0) or 0
+        if not self._max_steps or self._max_steps <= last:
+            return [None] * count
+        span = self._max_steps - last
+        return [int(round(last + span * k / count)) for k in range(1, count + 1)]
 
     def _write_metrics(self) -> None:
         atomic_write_json(self.record_dir / "metrics.json", self._metric_arrays(), indent=None)
@@ -477,8 +588,10 @@ class RunRecorder:
                 return
             if plots:
                 self._finish_plots()
+            self._write_output()
             self._touch_end()
-            self._write_property("completed", "TRUE")
+            if not self._attached:  # tfruns writes TRUE itself once the rest of the R script has run
+                self._write_property("completed", "TRUE")
             self._state = "completed"
 
     def fail(self, exc: BaseException, *, plots: bool = True) -> None:
@@ -496,6 +609,7 @@ class RunRecorder:
             atomic_write_json(self.record_dir / "error.json", {"message": message, "traceback": frames})
             if plots:
                 self._finish_plots()
+            self._write_output()
             self._touch_end()
             self._write_property("completed", "FALSE")
             self._state = "failed"

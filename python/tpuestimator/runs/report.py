@@ -258,8 +258,8 @@ def format_run_text(info: Mapping[str, Any]) -> str:
     lines = [f"Run {info['name']}  [{info['status']}]", f"  folder:   {info['run_dir']}",
              f"  script:   {props.get('script', '-')}",
              f"  started:  {format_time(props.get('start'))}   duration: {format_duration(info.get('duration'))}"]
-    if "global_step" in props or "steps" in props:
-        lines.append(f"  steps:    {props.get('global_step', '-')} of {props.get('steps', '-')}")
+    if "global_step" in props or "max_steps" in props or "steps" in props:
+        lines.append(f"  steps:    {props.get('global_step', '-')} of {props.get('max_steps', props.get('steps', '-'))}")
     for key in ("strategy", "device", "num_replicas", "tensorflow_version", "git_commit"):
         if key in props:
             lines.append(f"  {key + ':':<10}" + ("" if len(key) < 9 else " ") + str(props[key]))

@@ -1,4 +1,4 @@
-"""`check_run_dir()`: every rule of shared/reference/tfruns-format.md, checked on a run folder.
+"""`check_run_dir()`: every rule of docs/RUN_FORMAT.md, checked on a run folder.
 
 One broken run makes tfruns's ``ls_runs()`` fail for the whole runs folder, so tests and
 ``tpuestimator runs ls --check`` check each rule on real folders. Each violation is one line
@@ -13,8 +13,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from tpuestimator.runs import naming
-from tpuestimator.runs.query import BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES
+import tpuestimator.runs.naming as naming
+from tpuestimator.runs.query import (BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES, completed_rows,
+                                     progress_column)
 
 
 class _NonFinite(ValueError):
@@ -72,6 +73,10 @@ def _check_properties(props_dir: Path, problems: list[str]) -> dict[str, str]:
             props[item.name] = item.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"tfruns.d/properties/{item.name}: unreadable ({exc})")
+            continue
+        if not props[item.name].endswith("\n"):
+            problems.append(f"tfruns.d/properties/{item.name}: no final newline (rule 9: R's readLines() warns "
+                            "\"incomplete final line\" at every read)")
     for name in ("start", "end"):
         if name not in props:
             problems.append(f"tfruns.d/properties/{name}: missing (rule 1: every run has start and end)")
@@ -147,6 +152,7 @@ def check_run_dir(run_dir: str | os.PathLike) -> list[str]:
                                         "not a scalar")
 
     metrics_path = meta / "metrics.json"
+    metrics = None
     if metrics_path.exists():
         ok, metrics = _strict_json(metrics_path, "tfruns.d/metrics.json", problems)
         if ok:
@@ -166,6 +172,7 @@ def check_run_dir(run_dir: str | os.PathLike) -> list[str]:
                 if len(set(lengths.values())) > 1:
                     problems.append("tfruns.d/metrics.json: arrays differ in length "
                                     f"({', '.join(f'{k}={n}' for k, n in lengths.items())}) (rule 7: pad with null)")
+                _check_metric_names(metrics, problems)
 
     for extra in sorted(meta.glob("*.json")):
         if extra.name not in ("flags.json", "evaluation.json", "metrics.json"):
@@ -176,12 +183,22 @@ def check_run_dir(run_dir: str | os.PathLike) -> list[str]:
                 elif not isinstance(value.get("traceback", []), list):
                     problems.append("tfruns.d/error.json: traceback is not an array of frames")
 
+    _check_progress(props, metrics if isinstance(metrics, dict) else None, meta, problems)
+    output_log = run_dir / "output.log"
+    if output_log.is_file() and props.get("completed", "").strip() == "TRUE" and "output" not in props \
+            and output_log.stat().st_size:
+        problems.append("tfruns.d/properties/output: missing while output.log has the console output (rule 11: "
+                        "tfruns's viewer shows properties/output)")
     source = meta / "source.tar.gz"
     script = props.get("script", "").strip()
     if source.exists():
         try:
             with tarfile.open(source, "r:gz") as tar:
-                names = {m.name.rstrip("/") for m in tar.getmembers()}
+                members = tar.getmembers()
+                names = {m.name.rstrip("/") for m in members}
+            if any(m.pax_headers for m in members) or _has_pax_block(source):
+                problems.append("tfruns.d/source.tar.gz: has pax extended headers (rule 10: R's untar() warns "
+                                "\"using pax extended headers\"; write GNU/ustar format with integer mtimes)")
             if script and f"source/{script}" not in names:
                 problems.append(f"tfruns.d/source.tar.gz: has no source/{script} (rule 2: it must hold the "
                                 f"script; it holds {', '.join(sorted(names)[:6]) or 'nothing'})")
@@ -198,3 +215,63 @@ def check_runs_dir(runs_dir: str | os.PathLike) -> dict[str, list[str]]:
         if found:
             out[run_dir.name] = found
     return out
+
+
+def _has_pax_block(path: Path) -> bool:
+    """True when a tar member header is a pax header (type 'x' or 'g')."""
+    import gzip
+
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, ValueError):
+        return False
+    offset = 0
+    while offset + 512 <= len(data):
+        header = data[offset:offset + 512]
+        if not header.strip(b"\0"):
+            return False
+        if header[156:157] in (b"x", b"g"):
+            return True
+        try:
+            size = int(header[124:136].strip(b"\0 ") or b"0", 8)
+        except ValueError:
+            return False
+        offset += 512 + -(-size // 512) * 512
+    return False
+
+
+def _check_metric_names(metrics: dict, problems: list[str]) -> None:
+    """Rule 7: tfruns charts every key but ``epoch``, and ``val_<m>`` only beside ``<m>``."""
+    if "step" in metrics:
+        problems.append("tfruns.d/metrics.json: has a 'step' array, which tfruns charts as a metric (rule 7: keep "
+                        "the global step of each row under 'epoch', tfruns's x axis)")
+    for key in metrics:
+        if key.startswith("val_") and key[4:] not in metrics:
+            problems.append(f"tfruns.d/metrics.json: {key!r} has no training {key[4:]!r} array, so tfruns never "
+                            "charts it (rule 7: record the training metric beside the evaluation one)")
+
+
+def _check_progress(props: dict[str, str], metrics: dict | None, meta: Path, problems: list[str]) -> None:
+    """Rule 12 (progress in one unit) and the after-a-kill rules (end moves, rows are filled)."""
+    rows = recorded = None
+    if metrics:
+        # tfruns's count (R/ls_runs.R run_record()): the non-null entries of the last array but 'epoch'.
+        rows = completed_rows(metrics)
+        recorded = max((sum(v is not None for v in vals) for k, vals in metrics.items()
+                        if k != "epoch" and isinstance(vals, list)), default=0)
+    done = props.get("completed", "").strip() == "TRUE"
+    # tfruns shows the rows against 'steps' whenever that property exists (get_steps_unit()).
+    unit = progress_column(props)[:-len("_completed")]
+    planned = _number(props.get(unit, "").strip())
+    # (Fewer rows than 'epochs' is truthful: an early-stopped run reads "2/3".)
+    if unit == "steps" and done and rows is not None and planned is not None and rows != planned:
+        problems.append(f"tfruns.d/properties/{unit}: {planned:g}, but tfruns counts {rows} metric rows: it shows "
+                        f"\"{rows}/{planned:g}\" for this finished run (rule 12: count rows against 'epochs', "
+                        "write no 'steps' property, keep the steps in 'max_steps'/'global_step')")
+    if metrics is not None and recorded == 0 and (meta / "evaluation.json").is_file():
+        problems.append("tfruns.d/metrics.json: every value is null although evaluation.json has the final "
+                        "evaluation (rule 13: record each evaluation's row when it ends)")
+    start, end = _number(props.get("start", "").strip()), _number(props.get("end", "").strip())
+    if start is not None and end is not None and end == start and recorded:
+        problems.append("tfruns.d/properties/end: equals start although metric rows were recorded (rule 13: move "
+                        "end forward during the run)")

@@ -18,6 +18,14 @@ from typing import Any, Mapping
 
 from tpuestimator.io import json_safe
 
+# metrics.json keys (docs/RUN_FORMAT.md). tfruns charts every key but ``epoch`` (the x axis)
+# and draws ``val_<m>`` beside ``<m>``. Our x axis is the global step of each row, kept
+# under ``epoch`` so that tfruns does not chart it; ``step`` is read from older runs only.
+X_KEY = "epoch"
+STEP_KEY = "step"
+X_KEYS = (X_KEY, STEP_KEY)
+EVAL_PREFIX = "val_"
+
 
 def _scalar(value: Any) -> Any:
     """numpy scalars and 0-d arrays become Python scalars; anything else unchanged."""

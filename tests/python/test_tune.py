@@ -1,0 +1,66 @@
+"""Tuning runs (issue 12): every combination is a separate training with its own model dir,
+from the library and from `tpuestimator tune` (tests/fixtures/parity: a 3-class linear model)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tpuestimator.commands.tune import parse_grid
+from tpuestimator.runs import check_run_dir, ls_runs
+from tpuestimator.runs.tune import flag_grid, override_text, sample_grid
+
+
+def test_grid_order_sampling_and_parsing():
+    grid = flag_grid({"a": [1, 2], "b": ["x", "y"]})
+    assert grid == [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "y"}]  # expand.grid
+    assert len(sample_grid(grid, 0.5, random.Random(3))) == 2
+    assert sample_grid(grid, 1) == grid
+    with pytest.raises(ValueError, match="sample"):
+        sample_grid(grid, 1.5)
+    assert parse_grid(["params.learning_rate=1e-3,3e-3"]) == {"params.learning_rate": ["1e-3", "3e-3"]}
+    with pytest.raises(ValueError, match="KEY=V1,V2"):
+        parse_grid(["params.learning_rate"])
+    assert override_text("params.learning_rate", 0.001) == "params.learning_rate=0.001"
+    assert override_text("model", "cnn") == "model=cnn"
+
+
+def test_cli_tune_trains_three_different_runs(tmp_path, fixtures_dir, capsys):
+    from tpuestimator.cli import main
+
+    runs_dir = tmp_path / "runs"
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    code = main(["tune", config, "--grid", "params.learning_rate=0.001,0.03,0.3", "--set", "train.max_steps=10",
+                 "--runs-dir", str(runs_dir), "--no-export"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "tuning run 3/3: params.learning_rate=0.3" in out and "3 run(s) trained" in out
+    rows = ls_runs(runs_dir)
+    assert len(rows) == 3
+    assert sorted(r["flag_learning_rate"] for r in rows) == [0.001, 0.03, 0.3]
+    # Each is its own training: 10 steps from scratch in its own model dir, three different losses.
+    assert {r["global_step"] for r in rows} == {10}
+    assert all(r.get("resumed_from_step") is None for r in rows)
+    assert len({r["model_dir"] for r in rows}) == 3
+    assert len({round(r["eval_loss"], 6) for r in rows}) == 3
+    assert len({r["tuning_run"] for r in rows}) == 1
+    assert all(check_run_dir(r["run_dir"]) == [] for r in rows)
+
+
+def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):
+    """Issue 12.6: a session running many jobs (a tuning loop, an R session) is not buried in
+    TensorFlow's "triggered tf.function retracing" warnings."""
+    import logging
+
+    from tpuestimator.console import quiet_tensorflow
+
+    tf_logger = logging.getLogger("tensorflow")
+    try:
+        quiet_tensorflow()
+        with caplog.at_level(logging.WARNING):
+            tf_logger.warning("5 out of the last 5 calls to <function f> triggered tf.function retracing.")
+        assert "retracing" not in caplog.text
+        assert tf_logger.getEffectiveLevel() == logging.ERROR
+    finally:
+        quiet_tensorflow(False)
+    assert tf_logger.level == logging.NOTSET and not tf_logger.filters
