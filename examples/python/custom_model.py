@@ -2,8 +2,8 @@
 
 Run: .venv/bin/python examples/python/custom_model.py [--steps 300] [--replicas 8]
 
-It writes the bundled `shapes` example (synthetic JPEGs in seed 000's flowers format), trains
-the seed's image classifier written as a user model function, evaluates every eval image
+It writes the bundled `shapes` example (synthetic JPEGs in TPUEstimator's flowers format), trains
+TPUEstimator's flowers image classifier written as a user model function, evaluates every eval image
 exactly once, predicts class strings and exports a SavedModel.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 
 
 def image_classifier(params):
-    """Seed 000's `image_classifier`, TensorFlow 2 form: no mode branches, no CrossShardOptimizer."""
+    """TPUEstimator's flowers `image_classifier`, TensorFlow 2 form: no mode branches, no CrossShardOptimizer."""
     import keras
     import tensorflow as tf
 

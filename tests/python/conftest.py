@@ -4,9 +4,10 @@
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
   nothing is skipped silently in CI.
-- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the `slow` tests are
-  handed out first, so the longest runs start at once on separate workers instead of
-  queueing at the end; tests sharing a module-scoped fixture carry one `xdist_group`.
+- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadfile`) each file's tests run
+  together on one worker, so module-scoped fixtures (a trained model, the main job) run
+  once; files with `slow` tests are handed out first, so the longest start at once on
+  separate workers instead of queueing at the end.
 """
 from __future__ import annotations
 

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("debug_dumps")  # one worker: the module fixture runs once
-
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):

@@ -10,8 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.xdist_group("debug_sentinel")  # one worker: the module fixture runs once
-
 # Two hidden layers at learning rate 1e10 overflow within two loops for any seed; SGD keeps
 # no slots, so the checkpoint of the first loop is finite (Adam's second moments overflow
 # in step 1: the sentinel then stops at the first loop, with no checkpoint yet).
