@@ -87,3 +87,28 @@ def classification_predictions(outputs) -> dict:
     logits = tf.cast(outputs, tf.float32)
     probabilities = tf.nn.softmax(logits)
     return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
+def split_element(element) -> tuple[dict, Any]:
+    """One input element -> (features dict, labels or None).
+
+    An input function's dataset yields `(features, labels)`, `(features,)` or `features`;
+    `features` is a dict of tensors or a single tensor (named `x`). Every part of the library
+    that reads an input element (the train step, evaluation, the debug replay, hooks) splits
+    it with this function.
+    """
+    if isinstance(element, tuple):
+        features, labels = element if len(element) == 2 else (element[0], None)
+    else:
+        features, labels = element, None
+    if not isinstance(features, Mapping):
+        features = {"x": features} if hasattr(features, "shape") else features
+    return dict(features), labels
+
+
+def model_inputs(features: Mapping[str, Any]):
+    """What the model is called with: the tensor alone when the features dict has one entry,
+    the dict otherwise (so a one-input Keras model takes a plain tensor)."""
+    if isinstance(features, Mapping) and len(features) == 1:
+        return next(iter(features.values()))
+    return features
