@@ -31,6 +31,7 @@ from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
 from tpuestimator.spec import Mode, ModelSpec, model_inputs, split_element
 from tpuestimator.state import TrainingState
+from tpuestimator.tracing import device_function
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
 
@@ -274,7 +275,7 @@ class Estimator:
         if self.config.jit_compile:
             # XLA compiles forward and backward (the TPU compiler's view of the model); the
             # cross-replica all-reduce inside apply_gradients stays outside the cluster.
-            forward_backward = tf.function(forward_backward, jit_compile=True)
+            forward_backward = device_function(forward_backward, jit_compile=True)
         return forward_backward
 
     def _make_train_step(self, *, per_step_values: bool = False):
@@ -541,7 +542,6 @@ class Estimator:
         module = tf.Module()
         module.model = spec.model
 
-        @tf.function(input_signature=[signature])
         def serve(features):
             model_features = spec.serving_preprocess(features) if spec.serving_preprocess else features
             outputs = spec.model(model_inputs(model_features), training=False)
@@ -551,7 +551,7 @@ class Estimator:
                 preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
             return preds
 
-        module.serve = serve
+        module.serve = device_function(serve, input_signature=[signature])
         return module
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,

@@ -18,4 +18,10 @@ def device_function(fn: Callable, **kwargs):
     """`tf.function(fn, **kwargs)` keyed on its own for the retracing detector (module docstring)."""
     import tensorflow as tf
 
-    return tf.function(functools.partial(fn), **kwargs)
+    keyed = functools.partial(fn)
+    # The function's own name (graph and op names such as `__inference_loop_...` keep it);
+    # never `__wrapped__`, which the detector would follow back to the shared code object.
+    keyed.__name__ = getattr(fn, "__name__", "function")
+    keyed.__qualname__ = getattr(fn, "__qualname__", keyed.__name__)
+    keyed.__doc__ = fn.__doc__
+    return tf.function(keyed, **kwargs)

@@ -27,6 +27,7 @@ import tempfile
 from typing import Any, Callable, Mapping
 
 from tpuestimator.spec import Mode, split_element
+from tpuestimator.tracing import device_function
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +189,9 @@ class HostReplay:
             weights_ok = tf.stack([finite(v) for v in state])
             return loss, loss_ok, grads_ok, weights_ok
 
-        @tf.function
         def step(batches):
             return est.strategy.run(replica_fn, args=(batches,))
-        return step
+        return device_function(step)
 
     def rename(self, variable_names: list[str], state_names: list[str]) -> None:
         """Reports variables under the original model's names (a second model instance gets
