@@ -43,14 +43,14 @@ class ModelSpec:
         Estimator always adds `loss`.
       predictions: `outputs -> dict of tensors` with a leading batch dimension; default
         `{"outputs": outputs}`. With `class_names` set, the Estimator adds `class` (the
-        string of `class_id`) as in the seed article's `tf.gather(LIST_OF_LABELS, class_int)`.
+        string of `class_id`) as in TPUEstimator's flowers example (`tf.gather(LIST_OF_LABELS, class_int)`).
       class_names: the label vocabulary, index = class id.
       report: extra scalars to compute each step and report per loop in the hooks' logs:
         name -> `(labels, outputs) -> scalar`.
       serving_inputs: name -> `tf.TensorSpec` of one example (no batch dimension) for the
         SavedModel's `serving_default` signature; default: the input pipeline's feature spec.
       serving_preprocess: optional `dict of raw serving tensors -> model features`, for
-        signatures that take e.g. JPEG bytes (the seed's `serving_input_fn`).
+        signatures that take e.g. JPEG bytes (TPUEstimator's `serving_input_fn`).
     """
 
     model: Any
@@ -81,7 +81,7 @@ class ModelSpec:
 
 
 def classification_predictions(outputs) -> dict:
-    """Softmax probabilities and the arg-max class id, as in the seed article."""
+    """Softmax probabilities and the arg-max class id, as in TPUEstimator's flowers example."""
     import tensorflow as tf
 
     logits = tf.cast(outputs, tf.float32)

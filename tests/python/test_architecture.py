@@ -134,3 +134,22 @@ def test_no_private_names_imported_across_modules():
             if target.startswith("tpuestimator") and attr and attr.startswith("_") and not attr.startswith("__"):
                 offenders.append(f"{name} imports {target}.{attr}")
     assert not offenders, "private names imported across modules: " + "; ".join(sorted(offenders))
+
+
+def test_config_defaults_have_one_source_the_schema():
+    import dataclasses
+    import json
+
+    from tpuestimator.config import DEFAULTS, schema_defaults
+    from tpuestimator.data.spec import _SECTION_DEFAULTS  # noqa: PLC2701  (the test reads the module's table)
+    from tpuestimator.run_config import RunConfig
+
+    schema = json.loads((PACKAGE / "schema" / "config.schema.json").read_text())
+    assert DEFAULTS == schema_defaults(schema)
+    assert _SECTION_DEFAULTS is DEFAULTS["data"]
+    for field in dataclasses.fields(RunConfig):
+        key = field.metadata.get("config")
+        if key:
+            section, name = key.split(".")
+            assert field.default == DEFAULTS[section][name], field.name
+    assert {f.name for f in dataclasses.fields(RunConfig) if not f.metadata.get("config")} == {"model_dir"}

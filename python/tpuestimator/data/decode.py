@@ -84,7 +84,7 @@ class BatchDecoder:
         aug = section.get("augment") or {}
         self.image_augment = image_augment
         # Train-time random crops cut an (h, w) window from the image resized to (h + 10, w + 10) as in
-        # seed 000; a per-image augmenter crops from the decoded image directly, else decode padded.
+        # the flowers example; a per-image augmenter crops from the decoded image directly, else decode padded.
         pad = 10 if (train and aug.get("random_crop") and self.fmt == "flowers" and image_augment is None) else 0
         # With augmentation on, images stay in [0, 1] until the augmenter has run (then it scales).
         self.img_scale = "unit" if (train and augmentation_active(section)) else self.image.get("scale", "unit")

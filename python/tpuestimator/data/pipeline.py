@@ -199,6 +199,6 @@ def _static_batch(batch_size: int):
 
 def _transpose(features, labels):
     out = dict(features)
-    if "image" in out:  # [b, h, w, c] -> [h, w, c, b] (seed 000's TPU trick)
+    if "image" in out:  # [b, h, w, c] -> [h, w, c, b] (the flowers example's TPU trick)
         out["image"] = tf.transpose(out["image"], [1, 2, 3, 0])
     return out, labels

@@ -1,4 +1,4 @@
-"""`WatchHook`: seed 002's `tf.Print(..., first_n=, summarize=)` for TensorFlow 2 (`debug.watch`).
+"""`WatchHook`: TF1's `tf.Print(..., first_n=, summarize=)` for TensorFlow 2 (`debug.watch`).
 
 Every `every_n_loops` loops, for the first `first_n` times, the hook logs the first
 `summarize` values of named model outputs: prediction keys (`probabilities`, `class_id`,
