@@ -1,5 +1,8 @@
 """Evaluation and prediction input: every example exactly once, in static shapes.
 
+Used with several replicas or on a TPU (`Estimator._eval_input`); one replica on CPU or GPU
+reads the batches unpadded.
+
 Each per-replica batch (the last one possibly partial) is padded to the per-replica size
 with a mask (`MASK_KEY`); then groups of `num_replicas` batches are padded with all-masked
 batches and concatenated into one global batch, which the strategy splits back in order.
@@ -37,9 +40,9 @@ def pad_and_mask(ds, *, per_replica: int, replicas: int, steps: int | None):
             return tf.reshape(x, [replicas * per_replica] + list(x.shape[2:]))
         return tf.nest.map_structure(flatten, element)
 
-    ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(pad_batch)
     if replicas > 1:  # with one replica the group is the batch itself
-        ds = ds.batch(replicas).map(merge_group, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = ds.batch(replicas).map(merge_group)
     if steps is not None:
         ds = ds.take(steps)
     options = tf.data.Options()

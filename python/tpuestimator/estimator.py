@@ -431,11 +431,21 @@ class Estimator:
         checkpointing.sync(self._state, asynchronous=self.config.async_checkpoint)
 
     # ------------------------------------------------------------------ eval / predict
-    def _padded_distributed(self, input_fn, mode: Mode, steps: int | None):
-        """The input as padded, masked global batches (`tpuestimator.batching`), distributed."""
+    def _eval_input(self, input_fn, mode: Mode, steps: int | None):
+        """The evaluation / prediction input, distributed.
+
+        With several replicas or on a TPU: padded, masked global batches of a static size
+        (`tpuestimator.batching`). One replica on CPU or GPU takes the batches as they come
+        (the last one shorter, no mask): every example is still seen exactly once, without
+        the padding stage that cost up to 30% of an evaluation of a small model.
+        """
         batch, field = self.global_batch(mode)
-        ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=self.per_replica_batch(batch, field),
-                          replicas=self.num_replicas, steps=steps)
+        per_replica = self.per_replica_batch(batch, field)
+        ds = input_fn(self.input_params(mode))
+        if self.num_replicas > 1 or self.device_info.kind == "tpu":
+            ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
+        elif steps is not None:
+            ds = ds.take(steps)
         if self._input_on_host():
             return ds  # one replica on the host CPU: nothing to distribute (see `_make_train_input`)
         return self.strategy.experimental_distribute_dataset(ds)
@@ -462,13 +472,13 @@ class Estimator:
             spec = state.spec
             metrics = state.eval_metrics
 
-            def replica_step(features, labels):
-                features = dict(features)
-                mask = features.pop(MASK_KEY)
+            def replica_step(*element):
+                features, labels = split_element(element if len(element) > 1 else element[0])
+                mask = features.pop(MASK_KEY, None)  # None: unpadded batches (see `_eval_input`)
                 outputs = self.call_model(features, training=False)
                 per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
                 state.eval_loss.update_state(per_example, sample_weight=mask)
-                state.eval_count.update_state(mask)
+                state.eval_count.update_state(mask if mask is not None else tf.cast(tf.shape(per_example)[0], tf.float32))
                 for metric, fn in metrics.values():
                     if fn is None:
                         metric.update_state(labels, outputs, sample_weight=mask)
@@ -478,10 +488,9 @@ class Estimator:
             self._eval_fns["eval"] = make_eval_loop(self.strategy, replica_step)
         for metric in state.eval_metric_objects():
             metric.reset_state()
-        dist = self._padded_distributed(input_fn, Mode.EVAL, steps)
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        self._eval_fns["eval"](iter(dist) if isinstance(dist, tf.data.Dataset) else dist)
+        self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
         results = {"loss": float(state.eval_loss.result())}
         for name, (metric, _) in state.eval_metrics.items():
             value = metric.result()
@@ -503,29 +512,26 @@ class Estimator:
         spec = self.build(input_fn, Mode.PREDICT).spec
         if "predict" not in self._eval_fns:
 
-            def replica_step(features, labels=None):
-                features = dict(features)
-                mask = features.pop(MASK_KEY)
+            def replica_step(*element):
+                features, _ = split_element(element if len(element) > 1 else element[0])
+                mask = features.pop(MASK_KEY, None)
                 outputs = self.call_model(features, training=False)
                 preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
-                preds[MASK_KEY] = mask
+                if mask is not None:
+                    preds[MASK_KEY] = mask
                 return preds
 
-            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_step)
+            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_step, mask_key=MASK_KEY)
         step = self._eval_fns["predict"]
         names = np.asarray(spec.class_names) if spec.class_names else None
-        dist = self._padded_distributed(input_fn, Mode.PREDICT, None)
-        for batch in dist:
-            results = step(batch)
-            local = {k: np.concatenate([np.asarray(t) for t in self.strategy.experimental_local_results(v)])
-                     for k, v in results.items()}
-            keep = local.pop(MASK_KEY) > 0.5
-            local = {k: v[keep] for k, v in local.items()}
+        for batch in self._eval_input(input_fn, Mode.PREDICT, None):
+            local = {k: v.numpy() for k, v in step(batch).items()}  # padding already removed
             if names is not None and "class_id" in local:
                 local["class"] = names[local["class_id"]]
             if yield_single_examples:
-                for i in range(int(keep.sum())):
-                    yield {k: v[i] for k, v in local.items()}
+                columns = list(local.items())
+                for i in range(len(columns[0][1]) if columns else 0):
+                    yield {k: v[i] for k, v in columns}
             else:
                 yield local
 

@@ -68,15 +68,23 @@ def make_eval_loop(strategy, replica_step: Callable):
 
     def loop(dist_dataset):
         for batch in dist_dataset:
-            strategy.run(replica_step, args=batch)
+            strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
     return device_function(loop)
 
 
-def make_predict_step(strategy, replica_step: Callable):
-    """Returns `step(batch) -> per-replica results` for host-side collection."""
+def make_predict_step(strategy, replica_step: Callable, *, mask_key: str):
+    """Returns `step(batch) -> {name: tensor}`: the replicas' results concatenated in order and
+    the padding (`results[mask_key] == 0`) removed, in the same device call (the host only
+    converts the results to numpy)."""
+    import tensorflow as tf
 
     def step(batch):
-        return strategy.run(replica_step, args=batch)
+        results = strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
+        local = {k: tf.concat(strategy.experimental_local_results(v), 0) for k, v in results.items()}
+        mask = local.pop(mask_key, None)
+        if mask is None:  # unpadded batches
+            return local
+        return {k: tf.boolean_mask(v, mask > 0.5) for k, v in local.items()}
     return device_function(step)
 
 
