@@ -24,14 +24,15 @@ from tpuestimator import checkpointing
 from tpuestimator.batching import MASK_KEY, pad_and_mask
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
-from tpuestimator.errors import ConfigError, ModelFnError
+from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import HookList
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
-from tpuestimator.spec import Mode, ModelSpec, model_inputs, split_element
-from tpuestimator.state import TrainingState
-from tpuestimator.tracing import device_function
+from tpuestimator.spec import Mode, ModelSpec, split_element
+from tpuestimator import steps as replica_steps
+from tpuestimator.serving import serving_module
+from tpuestimator.state import TrainingState, build_state
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
 
@@ -181,7 +182,6 @@ class Estimator:
 
     def _build_state(self, input_fn, mode: Mode, global_batch: int | None) -> TrainingState:
         import keras
-        import tensorflow as tf
 
         if self.config.seed is not None:
             keras.utils.set_random_seed(self.config.seed)
@@ -192,42 +192,9 @@ class Estimator:
         params["feature_spec"] = dict(feature_spec)
         for key in ("input_context", "mode", "start_step"):
             params.pop(key, None)
-        previous_policy = keras.mixed_precision.global_policy()
-        keras.mixed_precision.set_global_policy(self.config.precision)
-        try:
-            with self.strategy.scope():
-                spec = self.model_fn(params)
-                if not isinstance(spec, ModelSpec):
-                    raise ModelFnError(f"The model function must return a tpuestimator.ModelSpec. Received: {type(spec).__name__}")
-                optimizer = spec.optimizer() if callable(spec.optimizer) and not hasattr(spec.optimizer, "apply_gradients") else spec.optimizer
-                if self.config.precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-                    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-                if not spec.model.built:
-                    spec.model.build({k: (None, *s) for k, (s, _) in feature_spec.items()})
-                optimizer.build(spec.model.trainable_variables)
-                step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                train_metrics = {"loss": keras.metrics.Mean(name="loss"),
-                                 **{f"report/{name}": keras.metrics.Mean(name=name) for name in spec.report}}
-                eval_loss = keras.metrics.Mean(name="loss")
-                eval_metrics = {}
-                for name, metric in spec.metrics.items():
-                    if isinstance(metric, keras.metrics.Metric):
-                        eval_metrics[name] = (metric, None)
-                    elif callable(metric):
-                        eval_metrics[name] = (keras.metrics.Mean(name=name), metric)
-                    else:
-                        raise ModelFnError(f"ModelSpec.metrics['{name}'] must be a keras.metrics.Metric or a callable. Received: {metric!r}")
-                eval_count = keras.metrics.Sum(name="num_examples")
-        finally:
-            keras.mixed_precision.set_global_policy(previous_policy)
-        checkpoint = tf.train.Checkpoint(model=spec.model, optimizer=optimizer, step=step)
-        manager = tf.train.CheckpointManager(checkpoint, checkpointing.checkpoint_dir(self.model_dir),
-                                             max_to_keep=self.config.keep_checkpoint_max, step_counter=step)
-        return TrainingState(spec=dataclasses.replace(spec, optimizer=optimizer), optimizer=optimizer,
-                             global_step=step, checkpoint=checkpoint, manager=manager, feature_spec=feature_spec,
-                             train_metrics=train_metrics, eval_loss=eval_loss, eval_count=eval_count,
-                             eval_metrics=eval_metrics)
+        return build_state(self.model_fn, params, feature_spec, strategy=self.strategy,
+                           precision=self.config.precision, checkpoint_dir=checkpointing.checkpoint_dir(self.model_dir),
+                           keep_checkpoint_max=self.config.keep_checkpoint_max)
 
     @property
     def global_step(self) -> int:
@@ -249,55 +216,17 @@ class Estimator:
     # ------------------------------------------------------------------ train
     def call_model(self, features: Mapping[str, Any], training: bool):
         """Calls the model on a features dict (`spec.model_inputs` decides tensor or dict)."""
-        return self.state.model(model_inputs(features), training=training)
+        return replica_steps.call_model(self.state, features, training)
 
     def make_forward_backward(self, global_batch: int):
         """`forward_backward(features, labels) -> (per_example, grads, reports)` of one replica
         (shared by the device loop and the host-side replay in `tpuestimator.debug`)."""
-        import tensorflow as tf
-
-        state = self.state
-        spec, optimizer, model = state.spec, state.optimizer, state.model
-        loss_scaled = hasattr(optimizer, "scale_loss") and self.config.precision == "mixed_float16"
-
-        def forward_backward(features, labels):
-            with tf.GradientTape() as tape:
-                outputs = self.call_model(features, training=True)
-                per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-                if model.losses:
-                    loss += tf.nn.scale_regularization_loss(tf.add_n([tf.cast(l, tf.float32) for l in model.losses]))
-                to_differentiate = optimizer.scale_loss(loss) if loss_scaled else loss
-            grads = tape.gradient(to_differentiate, model.trainable_variables)
-            reports = {name: fn(labels, outputs) for name, fn in spec.report.items()}
-            return per_example, grads, reports
-
-        if self.config.jit_compile:
-            # XLA compiles forward and backward (the TPU compiler's view of the model); the
-            # cross-replica all-reduce inside apply_gradients stays outside the cluster.
-            forward_backward = device_function(forward_backward, jit_compile=True)
-        return forward_backward
+        return replica_steps.make_forward_backward(self.state, global_batch, precision=self.config.precision,
+                                           jit_compile=self.config.jit_compile)
 
     def _make_train_step(self, *, per_step_values: bool = False):
-        """The replica step of the train loop; with `per_step_values` it also returns this
-        replica's mean loss and report values (for `HostCallHook`; off by default)."""
-        import tensorflow as tf
-
-        state = self.state
-        model, optimizer, metrics = state.model, state.optimizer, state.train_metrics
         forward_backward = self.make_forward_backward(self.config.train_batch_size)
-
-        def replica_step(*element):
-            features, labels = split_element(element if len(element) > 1 else element[0])
-            per_example, grads, reports = forward_backward(features, labels)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            metrics["loss"].update_state(per_example)
-            for name, value in reports.items():
-                metrics[f"report/{name}"].update_state(value)
-            if per_step_values:
-                return {"loss": tf.reduce_mean(per_example),
-                        **{name: tf.reduce_mean(tf.cast(value, tf.float32)) for name, value in reports.items()}}
-        return replica_step
+        return replica_steps.make_train_step(self.state, forward_backward, per_step_values=per_step_values)
 
     def _make_train_input(self, input_fn) -> TrainInput:
         """Builds (or reuses, for the same input_fn) the distributed training iterator and loop."""
@@ -463,29 +392,11 @@ class Estimator:
         Returns:
           dict of metric name -> float, plus `global_step` and `num_examples`.
         """
-        import tensorflow as tf
-
         state = self.build(input_fn, Mode.EVAL)
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
         if "eval" not in self._eval_fns:
-            spec = state.spec
-            metrics = state.eval_metrics
-
-            def replica_step(*element):
-                features, labels = split_element(element if len(element) > 1 else element[0])
-                mask = features.pop(MASK_KEY, None)  # None: unpadded batches (see `_eval_input`)
-                outputs = self.call_model(features, training=False)
-                per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
-                state.eval_loss.update_state(per_example, sample_weight=mask)
-                state.eval_count.update_state(mask if mask is not None else tf.cast(tf.shape(per_example)[0], tf.float32))
-                for metric, fn in metrics.values():
-                    if fn is None:
-                        metric.update_state(labels, outputs, sample_weight=mask)
-                    else:
-                        metric.update_state(fn(labels, outputs), sample_weight=mask)
-
-            self._eval_fns["eval"] = make_eval_loop(self.strategy, replica_step)
+            self._eval_fns["eval"] = make_eval_loop(self.strategy, replica_steps.make_eval_step(state))
         for metric in state.eval_metric_objects():
             metric.reset_state()
         hook_list = HookList(hooks)
@@ -509,19 +420,11 @@ class Estimator:
         """
         import numpy as np
 
-        spec = self.build(input_fn, Mode.PREDICT).spec
+        state = self.build(input_fn, Mode.PREDICT)
+        spec = state.spec
         if "predict" not in self._eval_fns:
-
-            def replica_step(*element):
-                features, _ = split_element(element if len(element) > 1 else element[0])
-                mask = features.pop(MASK_KEY, None)
-                outputs = self.call_model(features, training=False)
-                preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
-                if mask is not None:
-                    preds[MASK_KEY] = mask
-                return preds
-
-            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_step, mask_key=MASK_KEY)
+            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_steps.make_predict_step(state),
+                                                          mask_key=MASK_KEY)
         step = self._eval_fns["predict"]
         names = np.asarray(spec.class_names) if spec.class_names else None
         for batch in self._eval_input(input_fn, Mode.PREDICT, None):
@@ -537,28 +440,8 @@ class Estimator:
 
     # ------------------------------------------------------------------ export
     def serving_module(self):
-        """A `tf.Module` holding the model and its `serving_default` function."""
-        import tensorflow as tf
-
-        spec = self.spec
-        inputs = spec.serving_inputs or {name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
-                                         for name, (shape, dtype) in self.state.feature_spec.items()}
-        signature = {name: tf.TensorSpec([None, *s.shape], s.dtype, name=name) for name, s in inputs.items()}
-        class_names = list(spec.class_names) if spec.class_names else None
-        module = tf.Module()
-        module.model = spec.model
-
-        def serve(features):
-            model_features = spec.serving_preprocess(features) if spec.serving_preprocess else features
-            outputs = spec.model(model_inputs(model_features), training=False)
-            preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
-            preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
-            if class_names is not None and "class_id" in preds:
-                preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
-            return preds
-
-        module.serve = device_function(serve, input_signature=[signature])
-        return module
+        """A `tf.Module` holding the model and its `serving_default` function (`serving.serving_module`)."""
+        return serving_module(self.spec, self.state.feature_spec)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
                            checkpoint_path: str | None = None) -> str:

@@ -1,5 +1,6 @@
-"""Prediction with an exported SavedModel: loading it and turning raw inputs (TFRecord files
-read with the training data's format, image files, arrays) into its serving inputs.
+"""Serving: the SavedModel's `serving_default` function, and prediction with an export
+(loading it and turning raw inputs — TFRecord files read with the training data's format,
+image files, arrays — into its serving inputs).
 
 The CLI's `tpuestimator predict` and R's `predict()` call `predict`.
 """
@@ -11,8 +12,37 @@ from pathlib import Path
 from typing import Mapping
 
 from tpuestimator.errors import ConfigError
+from tpuestimator.spec import model_inputs
+from tpuestimator.tracing import device_function
 
 EXPORT_META = "tpuestimator.json"
+
+
+def serving_module(spec, feature_spec: dict):
+    """A `tf.Module` holding `spec.model` and its `serve` function (the `serving_default`
+    signature): `spec.serving_inputs` (default: the features the model was built on),
+    `spec.serving_preprocess`, the predictions cast to float32, `class` strings from
+    `spec.class_names`."""
+    import tensorflow as tf
+
+    inputs = spec.serving_inputs or {name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
+                                     for name, (shape, dtype) in feature_spec.items()}
+    signature = {name: tf.TensorSpec([None, *s.shape], s.dtype, name=name) for name, s in inputs.items()}
+    class_names = list(spec.class_names) if spec.class_names else None
+    module = tf.Module()
+    module.model = spec.model
+
+    def serve(features):
+        model_features = spec.serving_preprocess(features) if spec.serving_preprocess else features
+        outputs = spec.model(model_inputs(model_features), training=False)
+        preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
+        preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
+        if class_names is not None and "class_id" in preds:
+            preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
+        return preds
+
+    module.serve = device_function(serve, input_signature=[signature])
+    return module
 
 
 def load_export(export_dir: str):
