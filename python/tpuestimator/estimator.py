@@ -11,6 +11,10 @@ The Estimator is the facade users call. What it builds is public: `Estimator.sta
 its device loop). The outer training loop is `tpuestimator.controller`, the device loops
 `tpuestimator.loops`, checkpoints `tpuestimator.checkpointing`, the eval/predict padding
 `tpuestimator.batching`.
+
+Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
+`predict` and `export_saved_model` are the user documentation; the work is in the modules
+above.
 """
 from __future__ import annotations
 

@@ -153,3 +153,18 @@ def test_config_defaults_have_one_source_the_schema():
             section, name = key.split(".")
             assert field.default == DEFAULTS[section][name], field.name
     assert {f.name for f in dataclasses.fields(RunConfig) if not f.metadata.get("config")} == {"model_dir"}
+
+
+CORE = ("tpuestimator.estimator", "tpuestimator.controller", "tpuestimator.loops", "tpuestimator.steps",
+        "tpuestimator.state", "tpuestimator.checkpointing", "tpuestimator.batching", "tpuestimator.spec",
+        "tpuestimator.run_config", "tpuestimator.hooks.base")
+ABOVE_CORE = ("tpuestimator.job", "tpuestimator.debug", "tpuestimator.runs", "tpuestimator.training",
+              "tpuestimator.check", "tpuestimator.commands", "tpuestimator.cli", "tpuestimator.hooks.builtin")
+
+
+def test_core_does_not_import_the_layers_above_it():
+    """docs/ARCHITECTURE.md: the core knows nothing of jobs, run records, debug reports or R."""
+    graph = _graph()
+    offenders = [f"{m} imports {t}" for m in CORE for t in sorted(graph.get(m, ()))
+                 if any(t == a or t.startswith(a + ".") for a in ABOVE_CORE)]
+    assert not offenders, offenders
