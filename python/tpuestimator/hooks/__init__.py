@@ -17,6 +17,7 @@ _LAZY = {
     "ProgressBarHook": "tpuestimator.hooks.builtin",
     "StopAtStepHook": "tpuestimator.hooks.builtin",
     "TimingHook": "tpuestimator.hooks.builtin",
+    "RunRecordHook": "tpuestimator.hooks.builtin",
     "EarlyStoppingHook": "tpuestimator.hooks.stopping",
     "CheckpointSaverHook": "tpuestimator.hooks.stopping",
     "ProfilerHook": "tpuestimator.hooks.profiler",
@@ -24,6 +25,7 @@ _LAZY = {
     "WatchHook": "tpuestimator.hooks.watch",
     "HParamsHook": "tpuestimator.hooks.hparams",
     "DumpHook": "tpuestimator.debug.dumps",
+    "NonFiniteReportHook": "tpuestimator.debug.sentinel",
 }
 
 __all__ = ["Hook", "HookList", "CallableHook", "as_hook", *_LAZY]
