@@ -168,3 +168,26 @@ def test_core_does_not_import_the_layers_above_it():
     offenders = [f"{m} imports {t}" for m in CORE for t in sorted(graph.get(m, ()))
                  if any(t == a or t.startswith(a + ".") for a in ABOVE_CORE)]
     assert not offenders, offenders
+
+
+# Private attributes of other libraries that a module must patch, with the reason at the use.
+PRIVATE_ATTRIBUTE_EXCEPTIONS = {
+    # the Keras 3 fix for TF's async checkpoint (checkpointing.keras_async_checkpoint_fix)
+    ("tpuestimator.checkpointing", "_copy_trackable_to_cpu"),
+}
+
+
+def test_no_private_attributes_of_other_objects():
+    """Modules use what other objects make public (`estimator.state`, `estimator.train_input`,
+    ...), never `other._x`; only `self._x` / `cls._x`."""
+    offenders = []
+    for name, path in _modules().items():
+        if name.startswith("tpuestimator.runs"):  # the run-record branch's modules
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                if (name, node.attr) not in PRIVATE_ATTRIBUTE_EXCEPTIONS:
+                    offenders.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, offenders
