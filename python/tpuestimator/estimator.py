@@ -399,18 +399,22 @@ class Estimator:
         state = self.build(input_fn, Mode.EVAL)
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
+        carry = self.num_replicas == 1
         if "eval" not in self._eval_fns:
-            self._eval_fns["eval"] = make_eval_loop(self.strategy, replica_steps.make_eval_step(state))
+            self._eval_fns["eval"] = make_eval_loop(
+                self.strategy, replica_steps.make_eval_step(state, carry_totals=carry), carry_totals=carry)
         for metric in state.eval_metric_objects():
             metric.reset_state()
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
-        results = {"loss": float(state.eval_loss.result())}
+        loss, count = self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
+        if not carry:  # several replicas: the metrics hold the totals
+            loss, count = state.eval_loss.result(), state.eval_count.result()
+        results = {"loss": float(loss)}
         for name, (metric, _) in state.eval_metrics.items():
             value = metric.result()
             results[name] = float(value) if getattr(value, "shape", ()) == () else value.numpy().tolist()
-        results["num_examples"] = int(state.eval_count.result())
+        results["num_examples"] = int(count)
         results["global_step"] = state.step
         hook_list.after_eval(results["global_step"], results)
         logger.debug("eval at step %d: %s", results["global_step"], results)

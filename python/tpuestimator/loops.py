@@ -63,12 +63,21 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
     return device_function(loop)
 
 
-def make_eval_loop(strategy, replica_step: Callable):
-    """Returns `loop(dist_dataset)` running `replica_step` over every (padded) batch."""
+def make_eval_loop(strategy, replica_step: Callable, *, carry_totals: bool = False):
+    """Returns `loop(dist_dataset) -> (mean loss, example count)` running `replica_step` over
+    every batch. With `carry_totals` (one replica) the step returns each batch's (loss sum,
+    count) and the loop adds them up; otherwise the step updates metrics and the loop
+    returns zeros."""
+    import tensorflow as tf
 
     def loop(dist_dataset):
+        total, count = tf.constant(0.0), tf.constant(0.0)
         for batch in dist_dataset:
-            strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
+            out = strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
+            if carry_totals:
+                total += out[0]
+                count += out[1]
+        return tf.math.divide_no_nan(total, count), count
     return device_function(loop)
 
 
