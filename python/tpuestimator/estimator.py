@@ -440,9 +440,9 @@ class Estimator:
             if names is not None and "class_id" in local:
                 local["class"] = names[local["class_id"]]
             if yield_single_examples:
-                columns = list(local.items())
-                for i in range(len(columns[0][1]) if columns else 0):
-                    yield {k: v[i] for k, v in columns}
+                keys = list(local)
+                for row in zip(*(local[k] for k in keys)):  # row i of every array, as `array[i]` gives it
+                    yield dict(zip(keys, row))
             else:
                 yield local
 
