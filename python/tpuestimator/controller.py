@@ -110,7 +110,7 @@ class TrainController:
                 if cadence.checkpoint_due(step, last_saved):
                     est.save_checkpoint()
                     last_saved = step
-                if ran < n or hooks.stop_training or est.stop_training:
+                if ran < n or est.stop_training:  # the one stop flag (hooks set it)
                     break
             if save_final_checkpoint and step != last_saved:
                 est.save_checkpoint()
@@ -118,8 +118,6 @@ class TrainController:
         except BaseException as exc:
             hooks.on_exception(step, exc)
             raise
-        if hooks.stop_training:
-            est.stop_training = True
         hooks.end(step, logs)
         return logs
 
