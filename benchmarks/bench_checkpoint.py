@@ -50,7 +50,7 @@ def stall(workload, pattern, batch, rounds, log, spl) -> dict:
 
 
 def _sync(estimator) -> None:
-    sync = getattr(estimator._checkpoint, "sync", None)
+    sync = getattr(estimator.state.checkpoint, "sync", None)
     if callable(sync):
         sync()
 
@@ -68,14 +68,14 @@ def save_times(workload, pattern, batch, saves, spl) -> dict:
         first = time.perf_counter() - first_t0
         call, until_written = [], []
         for _ in range(saves):
-            est._step.assign_add(1)  # a new checkpoint number each save
+            est.state.global_step.assign_add(1)  # a new checkpoint number each save
             t0 = time.perf_counter()
             est.save_checkpoint()
             t1 = time.perf_counter()
             _sync(est)
             call.append(t1 - t0)
             until_written.append(time.perf_counter() - t0)
-        size = sum(f.stat().st_size for f in Path(runner.model_dir).glob(f"ckpt-{int(est._step.numpy())}.*"))
+        size = sum(f.stat().st_size for f in Path(runner.model_dir).glob(f"ckpt-{est.state.step}.*"))
         out[kind] = {"first_save_s": first, "call_s": common.summarize(call),
                      "until_written_s": common.summarize(until_written), "checkpoint_bytes": size}
     return out
@@ -94,7 +94,7 @@ def async_correctness(workload, pattern, batch, spl) -> dict:
     _sync(est)
     est.train(runner.input_fn, steps=spl, save_final_checkpoint=False)
     at_save = [v.numpy().copy() for v in est.model.trainable_variables]
-    step_at_save = int(est._step.numpy())
+    step_at_save = est.state.step
     t0 = time.perf_counter()
     path = est.save_checkpoint()
     call_s = time.perf_counter() - t0
@@ -114,7 +114,7 @@ def async_correctness(workload, pattern, batch, spl) -> dict:
     # max_to_keep: more async saves than keep_checkpoint_max.
     keep = est.config.keep_checkpoint_max
     for _ in range(keep + 2):
-        est._step.assign_add(1)
+        est.state.global_step.assign_add(1)
         est.save_checkpoint()
     _sync(est)
     kept = sorted(p.name for p in Path(runner.model_dir).glob("ckpt-*.index"))

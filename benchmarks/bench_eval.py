@@ -7,7 +7,7 @@
   `yield_single_examples=False` (one dict of arrays per batch) vs a bare loop calling a
   `tf.function` per batch and collecting numpy arrays.
 
-All read the same records (seed 002's format) with the same one-pass pipeline, batch 128,
+All read the same records (the MNIST TFRecord format) with the same one-pass pipeline, batch 128,
 built anew for every pass (as `Estimator.evaluate` calls its input_fn every time).
 Each configuration runs one whole pass per repeat, interleaved; the first pass (tracing) is
 not timed. The bare model carries the Estimator's weights, and the script checks both

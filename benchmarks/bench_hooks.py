@@ -170,9 +170,9 @@ def sentinel_read_cost(bench: "Bench", calls: int = 300) -> dict:
     from tpuestimator.loops import make_loop_reader
 
     est = bench.estimator
-    metrics = {"loss": est._train_loss}
+    metrics = {"loss": est.state.train_metrics["loss"]}
     plain = make_loop_reader(metrics)
-    checked = make_loop_reader(metrics, est._spec.model.trainable_variables)
+    checked = make_loop_reader(metrics, est.state.model.trainable_variables)
     times = {"plain": [], "checked": []}
     for fn in (plain, checked):
         fn()

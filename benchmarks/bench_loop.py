@@ -15,8 +15,8 @@ Same workload, same data, same process, interleaved repeats:
 - `estimator_distributed_input` (linear only, diagnostic): the Estimator fed through the
   strategy's distributed iterator, as before the host-input fix (see README).
 
-Workloads: `linear` (784 -> 10: loop overhead dominates) and `cnn` (seed 002's MNIST CNN),
-10k random records in seed 002's format, cached, batch 128. Steps/s is measured after
+Workloads: `linear` (784 -> 10: loop overhead dominates) and `cnn` (TPUEstimator's MNIST CNN),
+10k random records in the MNIST TFRecord format, cached, batch 128. Steps/s is measured after
 warm-up (tracing excluded) between host-side loop-boundary marks; ratios are per repeat.
 
     .venv/bin/python benchmarks/bench_loop.py [--smoke] [--workloads linear,cnn]

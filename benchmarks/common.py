@@ -1,5 +1,5 @@
 """Shared helpers for the benchmark scripts: interleaved timing, statistics, machine
-description, result files, and the benchmark workloads (seed 002's MNIST TFRecords, the
+description, result files, and the benchmark workloads (MNIST-format TFRecords, the
 `linear` and `cnn` models).
 
 The machine these run on is shared and noisy, so no absolute figure is a result: every
@@ -330,7 +330,7 @@ def fmt_ratio(stats: Mapping[str, Any], digits: int = 2) -> str:
 
 # ---------------------------------------------------------------------------- workloads
 def write_mnist_records(out_dir: str | os.PathLike, n: int = 10_000, *, shards: int = 1, seed: int = 0) -> str:
-    """Writes `n` random records in seed 002's MNIST format (`image_raw`: 784 uint8 bytes,
+    """Writes `n` random records in the MNIST TFRecord format (`image_raw`: 784 uint8 bytes,
     `label`: int64) into `shards` files; returns the file pattern."""
     import numpy as np
     import tensorflow as tf
@@ -401,7 +401,7 @@ def model_params(workload: str, **extra) -> dict:
 
 
 def model_fn_for(workload: str) -> Callable[[dict], Any]:
-    """The tpuestimator model function of a workload: `linear` (784 -> 10) or `cnn` (seed 002)."""
+    """The tpuestimator model function of a workload: `linear` (784 -> 10) or `cnn` (the MNIST CNN)."""
     setup_path()
     if workload == "linear":
         from tpuestimator.models.tabular import linear

@@ -16,6 +16,9 @@ _EXPORTS = {
     "RunConfig": "tpuestimator.estimator",
     "ModelSpec": "tpuestimator.spec",
     "Mode": "tpuestimator.spec",
+    "split_element": "tpuestimator.spec",
+    "model_inputs": "tpuestimator.spec",
+    "TrainingState": "tpuestimator.state",
     "TrainSpec": "tpuestimator.training",
     "EvalSpec": "tpuestimator.training",
     "train_and_evaluate": "tpuestimator.training",
@@ -48,5 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tpuestimator.estimator import Estimator, RunConfig
     from tpuestimator.hooks.base import Hook
     from tpuestimator.job import run_job
-    from tpuestimator.spec import Mode, ModelSpec
+    from tpuestimator.spec import Mode, ModelSpec, model_inputs, split_element
+    from tpuestimator.state import TrainingState
     from tpuestimator.training import EvalSpec, TrainSpec, train_and_evaluate

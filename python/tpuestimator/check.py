@@ -108,9 +108,9 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
     import tensorflow as tf
 
     from tpuestimator import data
-    from tpuestimator.estimator import Estimator, RunConfig, _split
-    from tpuestimator.job import _input_fn, model_params
-    from tpuestimator.spec import Mode
+    from tpuestimator.estimator import Estimator, RunConfig
+    from tpuestimator.job import input_fn_for, model_params
+    from tpuestimator.spec import Mode, split_element
 
     cfg = config if isinstance(config, JobConfig) else load_config(config, overrides)
     raw = cfg.raw
@@ -125,12 +125,12 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
             field=f"{section}.batch_size"))
 
     per_core = max(1, raw["train"]["batch_size"] // num_cores)
-    train_fn = _input_fn(cfg, "train")
+    train_fn = input_fn_for(cfg, "train")
     params = {**cfg.params, "batch_size": per_core, "mode": "train", "input_context": None, "seed": 0, "start_step": 0}
     with data.translate_errors(cfg.section("data"), "train"):
         dataset = train_fn(params)
     element = dataset.element_spec
-    features_spec, labels_spec = _split(element)
+    features_spec, labels_spec = split_element(element)
     dynamic = {name: str(s.shape) for name, s in {**features_spec, "labels": labels_spec}.items()
                if s is not None and not s.shape.is_fully_defined()}
     results.append(CheckResult(
@@ -147,20 +147,20 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
                                                             predict_batch_size=per_core, nan_sentinel=False,
                                                             precision=raw["run"]["precision"]),
                           model_params(cfg))
-    estimator._ensure_built(train_fn, Mode.TRAIN, per_core, "train.batch_size")
+    estimator.build(train_fn, Mode.TRAIN, global_batch=per_core)
     spec = estimator.spec
     model = spec.model
-    features, labels = _split(next(iter(dataset.take(1))))
+    features, labels = split_element(next(iter(dataset.take(1))))
 
     def train_step(features, labels):
         with tf.GradientTape() as tape:
-            outputs = estimator._call_model(features, training=True)
+            outputs = estimator.call_model(features, training=True)
             loss = tf.reduce_mean(tf.cast(spec.loss(labels, outputs), tf.float32))
         grads = tape.gradient(loss, model.trainable_variables)
         return loss, [g for g in grads if g is not None]
 
     def forward(features):
-        outputs = estimator._call_model(features, training=False)
+        outputs = estimator.call_model(features, training=False)
         return spec.predictions(outputs) if spec.predictions else outputs
 
     results.append(_static_shape_check(forward, features))

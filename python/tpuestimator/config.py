@@ -22,50 +22,21 @@ from tpuestimator.errors import ConfigError
 
 SCHEMA_RESOURCE = "config.schema.json"
 
-DEFAULTS: dict[str, Any] = {
-    "params": {},
-    "data": {
-        "shuffle_buffer": 1024,
-        "cache": False,
-        "cache_decoded": False,
-        "read_buffer_mb": 8,
-        "cycle_length": 8,
-        "deterministic": True,
-        "transpose_input": False,
-        "on_corrupt": "error",
-        "augment": {},
-        "assertions": [],
-    },
-    "train": {
-        "batch_size": 128,
-        "steps": None,
-        "max_steps": None,
-        "iterations_per_loop": 100,
-        "save_checkpoints_steps": 500,
-        "keep_checkpoint_max": 5,
-        "warm_start_from": None,
-        "async_checkpoint": False,
-    },
-    "eval": {"batch_size": 128, "steps": None, "every_n_steps": None, "early_stopping": None},
-    "predict": {"batch_size": 128},
-    "export": {"enabled": True, "dir": None, "exporters": ["final"], "keep": 5,
-               "best_metric": "loss", "best_mode": None},
-    "run": {
-        "model_dir": None,
-        "runs_dir": "runs",
-        "strategy": "auto",
-        "num_cpu_devices": None,
-        "tpu": None,
-        "zone": None,
-        "project": None,
-        "precision": "float32",
-        "jit_compile": False,
-        "seed": 42,
-        "log_every_n_loops": 1,
-    },
-    "debug": {"nan_sentinel": True, "check_numerics": False, "dump": None, "watch": None,
-              "profile_steps": None},
-}
+def schema_defaults(schema_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults the schema declares (`"default"` of each section's fields), as a config dict:
+    {"params": {}, "train": {"batch_size": 128, ...}, ...}. Fields without a default are absent."""
+    out: dict[str, Any] = {}
+    for name, node in schema_dict.get("properties", {}).items():
+        if "default" in node:
+            out[name] = copy.deepcopy(node["default"])
+            continue
+        fields = {key: copy.deepcopy(field["default"]) for key, field in node.get("properties", {}).items()
+                  if isinstance(field, Mapping) and "default" in field}
+        if fields:
+            out[name] = fields
+    return out
+
+
 
 class _Loader(yaml.SafeLoader):
     """YAML loader that reads `1e-3` as a float (YAML 1.1 wants `1.0e-3`; users write 1e-3)."""
@@ -90,6 +61,10 @@ def schema() -> dict:
     """The configuration's JSON Schema (parsed)."""
     text = resources.files("tpuestimator.schema").joinpath(SCHEMA_RESOURCE).read_text()
     return json.loads(text)
+
+
+# Every default of a config, from the schema: the one source (the R package reads the same file).
+DEFAULTS: dict[str, Any] = schema_defaults(schema())
 
 
 def schema_path() -> str:

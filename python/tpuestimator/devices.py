@@ -102,7 +102,7 @@ def _build_strategy(run: Mapping[str, Any]):
             raise ConfigError("run.strategy", "multi_worker",
                               "a TF_CONFIG environment variable describing the cluster (see README, 'What runs where')")
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        return strategy, _info("multi_worker", strategy)
+        return strategy, describe_strategy("multi_worker", strategy)
     if kind == "gpu":
         gpus = tf.config.list_logical_devices("GPU")
         if not gpus:
@@ -111,18 +111,18 @@ def _build_strategy(run: Mapping[str, Any]):
             strategy = tf.distribute.OneDeviceStrategy(gpus[0].name)
         else:
             strategy = tf.distribute.MirroredStrategy([d.name for d in gpus])
-        return strategy, _info("gpu", strategy, kind="gpu")
+        return strategy, describe_strategy("gpu", strategy, kind="gpu")
     if kind == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
         strategy = tf.distribute.MirroredStrategy(devices)
-        return strategy, _info("mirrored", strategy, kind="gpu" if gpus else "cpu")
+        return strategy, describe_strategy("mirrored", strategy, kind="gpu" if gpus else "cpu")
     # cpu: one replica even when the CPU is split (use `mirrored` for one per logical device)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    return strategy, _info("cpu", strategy, kind="cpu")
+    return strategy, describe_strategy("cpu", strategy, kind="cpu")
 
 
-def _info(name: str, strategy, kind: str | None = None, topology: str | None = None) -> DeviceInfo:
+def describe_strategy(name: str, strategy, kind: str | None = None, topology: str | None = None) -> DeviceInfo:
     devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
     if kind is None:
         kind = "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
@@ -163,7 +163,7 @@ def _tpu_strategy(run: Mapping[str, Any]):
         raise TPUUnavailableError(f"No TPU is reachable for {where}: {type(exc).__name__}: {first}. {fix}") from None
     strategy = tf.distribute.TPUStrategy(resolver)
     topo = "x".join(str(d) for d in getattr(topology, "mesh_shape", ())) or None
-    return strategy, _info("tpu", strategy, kind="tpu", topology=topo)
+    return strategy, describe_strategy("tpu", strategy, kind="tpu", topology=topo)
 
 
 def _probe_tcp(address: str, where: str, fix: str) -> None:

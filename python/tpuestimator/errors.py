@@ -51,10 +51,14 @@ class NonFiniteError(TPUEstimatorError, FloatingPointError):
       what: which value went non-finite (``loss``, ``weights``).
       last_good_checkpoint: path of the last finite checkpoint, or None.
       report_path: where the report and repro bundle were written, or None.
+      loop_start: the global step the failed loop started from (None if unknown).
+      loss: the failed loop's mean loss (None if unknown).
     """
 
     def __init__(self, message: str, *, step: int, what: str, last_good_checkpoint: str | None = None,
-                 report_path: str | None = None):
+                 report_path: str | None = None, loop_start: int | None = None, loss: float | None = None):
+        self.loop_start = loop_start
+        self.loss = loss
         self.step = step
         self.what = what
         self.last_good_checkpoint = last_good_checkpoint

@@ -5,21 +5,29 @@ config gives the same result from either language.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from tpuestimator import data
 from tpuestimator.config import JobConfig, dump_config, load_config
+from tpuestimator.debug import hooks_from_config, numerics
+from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.errors import ConfigError
+from tpuestimator.estimator import Estimator, RunConfig
+from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
+from tpuestimator.hooks.hparams import HParamsHook
+from tpuestimator.logcapture import capture_log
+from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.runs import RunRecorder
+from tpuestimator.runs.hook import RecorderHook
+from tpuestimator.serving import EXPORT_META, load_export, predict  # noqa: F401  (the R package calls job.predict)
+from tpuestimator.spec import Mode
+from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
 logger = logging.getLogger(__name__)
-
-EXPORT_META = "tpuestimator.json"
 
 
 @dataclasses.dataclass
@@ -48,8 +56,6 @@ def _as_config(config, overrides: Iterable[str]) -> JobConfig:
 
 def model_params(cfg: JobConfig) -> dict:
     """The config's params plus what the data defines (num_classes, vocabulary, image)."""
-    from tpuestimator import data
-
     params = cfg.params
     section = cfg.section("data")
     vocab = data.vocabulary(section)
@@ -67,14 +73,11 @@ def model_params(cfg: JobConfig) -> dict:
 
 def build_estimator(cfg: JobConfig, *, model_dir: str | None = None, model_fn=None):
     """An Estimator for a config (the model function from `model` unless given)."""
-    from tpuestimator.estimator import Estimator, RunConfig
-
     return Estimator(model_fn or cfg.model, RunConfig.from_job(cfg, model_dir=model_dir), model_params(cfg))
 
 
-def _input_fn(cfg: JobConfig, mode: str, pattern: str | None = None):
-    from tpuestimator import data
-
+def input_fn_for(cfg: JobConfig, mode: str, pattern: str | None = None):
+    """The input function of a config's `data` section for `mode` (`pattern` replaces the files)."""
     section = cfg.section("data")
     if pattern is not None:
         section["eval" if mode != "train" else "train"] = pattern
@@ -124,53 +127,11 @@ def _flags(cfg: JobConfig) -> dict:
     return flags
 
 
-class _ToRootHandlers(logging.Handler):
-    """Passes records on to the root logger's handlers (used while `propagate` is off)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        for handler in logging.getLogger().handlers:
-            if record.levelno >= handler.level:
-                handler.handle(record)
-
-
-@contextlib.contextmanager
-def _capture_log(path: Path | None):
-    """Copies the `tpuestimator` log of this job, INFO and up, into the run's output.log.
-
-    The console keeps the level the application chose: when that is above INFO, records
-    reach the root handlers only from that level (no INFO lines appear that were not asked for).
-    """
-    if path is None:
-        yield
-        return
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("tpuestimator")
-    old_level, old_propagate = root.level, root.propagate
-    effective = root.getEffectiveLevel()
-    forward = None
-    root.addHandler(handler)
-    if effective > logging.INFO:
-        root.setLevel(logging.INFO)
-        root.propagate = False
-        forward = _ToRootHandlers(level=effective)
-        root.addHandler(forward)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        if forward is not None:
-            root.removeHandler(forward)
-        root.setLevel(old_level)
-        root.propagate = old_propagate
-        handler.close()
-
-
 def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[str] = (),
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            extra_hooks_factory: Callable[[Any], Iterable[Any]] | None = None, resume: bool = False) -> JobResult:
+            resume: bool = False) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
@@ -194,8 +155,6 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     """
 
     cfg = _as_config(config, overrides)
-    from tpuestimator.modeldir import check_model_dir, default_model_dir
-
     model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
     raw = cfg.raw
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
@@ -203,8 +162,6 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     dump_config(cfg, os.path.join(model_dir, "config.yaml"))
     recorder = None
     if record:
-        from tpuestimator.runs import RunRecorder
-
         common = dict(config=cfg.to_dict(), flags=_flags(cfg), script=cfg.source,
                       planned_evals=_planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
@@ -213,9 +170,9 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         else:
             recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
-    with _capture_log(log_path):
+    with capture_log(log_path):
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory)
+            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
         except BaseException as exc:
             if recorder is not None:
                 _record_nonfinite_report(recorder, exc)
@@ -240,38 +197,34 @@ def _record_nonfinite_report(recorder, exc: BaseException) -> None:
         logger.exception("could not copy the NaN/Inf report into the run record")
 
 
-def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_hooks_factory) -> JobResult:
-    from tpuestimator import data
-    from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
-    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
-
+def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
+    """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
+    message other hooks see), logging, the run record, debug hooks, progress, the user's."""
     raw = cfg.raw
-    section = cfg.section("data")
-    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
-    estimator.job_config = cfg.to_dict()  # copied into the NaN/Inf sentinel's repro bundle
-    train_fn = _input_fn(cfg, "train")
-    has_eval = bool(section.get("eval")) or "manifest" in section
-    eval_fn = _input_fn(cfg, "eval") if has_eval else None
-    job_hooks: list = [LoggingHook(raw["run"]["log_every_n_loops"])]
+    model_dir = estimator.model_dir
+    job_hooks: list = [NonFiniteReportHook(job_config=cfg.to_dict()), LoggingHook(raw["run"]["log_every_n_loops"])]
     if recorder is not None:
-        from tpuestimator.hooks.hparams import HParamsHook
-
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg), trial_id=recorder.name))
-        from tpuestimator.runs.hook import RecorderHook
-
         # metric rows (the loop's training metrics beside each evaluation, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
-        job_hooks.append(RecorderHook(recorder, has_eval=eval_fn is not None))
-    from tpuestimator.debug import hooks_from_config
-
+        job_hooks.append(RecorderHook(recorder, has_eval=has_eval))
     job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,
                                        model_dir=model_dir))
     if progress is not None:
         job_hooks.append(ProgressCallbackHook(progress, raw["train"]["max_steps"]))
-    if extra_hooks_factory is not None:
-        job_hooks.extend(extra_hooks_factory(estimator))
     job_hooks.extend(hooks)
+    return job_hooks
+
+
+def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobResult:
+    raw = cfg.raw
+    section = cfg.section("data")
+    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    train_fn = input_fn_for(cfg, "train")
+    has_eval = bool(section.get("eval")) or "manifest" in section
+    eval_fn = input_fn_for(cfg, "eval") if has_eval else None
+    job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
     export_base = exp["dir"] or os.path.join(model_dir, "export")
     exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
@@ -283,15 +236,14 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, extra_ho
     if raw["train"]["steps"] is not None:
         max_steps = estimator.global_step + raw["train"]["steps"]
 
-    from tpuestimator.debug import numerics
-
     with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
             numerics.translate_errors(estimator):
         outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
                                      eval_spec)
     for hook in job_hooks:
-        if hasattr(hook, "close"):
-            hook.close()
+        close = getattr(hook, "close", None)  # a user's hook may be a plain callable
+        if callable(close):
+            close()
     exports = dict(outcome.exports)
     if export and exp["enabled"] and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
@@ -327,7 +279,7 @@ def write_export_metadata(export_dir: str, cfg: JobConfig, estimator) -> None:
     from tpuestimator.io import atomic_write_json
 
     meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
-            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator._feature_spec.items()},
+            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
     atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
 
@@ -349,15 +301,13 @@ def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
 
 def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:
     """Evaluates the latest checkpoint of a trained model dir (or run folder)."""
-    from tpuestimator import data
-
     model_dir = resolve_model_dir(model_dir)
     cfg = load_job_config(model_dir, overrides)
     estimator = build_estimator(cfg, model_dir=model_dir)
     if estimator.latest_checkpoint() is None:
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
     with data.translate_errors(cfg.section("data"), "eval"):
-        return estimator.evaluate(_input_fn(cfg, "eval", data_pattern))
+        return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
 
 
 def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_model",
@@ -372,12 +322,7 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
     # Building the model needs the feature spec: one probe of the eval (or train) input.
     mode = "eval" if cfg.raw["data"].get("eval") else "train"
-    fn = _input_fn(cfg, mode)
-    from tpuestimator.spec import Mode
-
-    estimator._ensure_built(fn, Mode.EVAL if mode == "eval" else Mode.TRAIN,
-                            estimator.config.eval_batch_size if mode == "eval" else estimator.config.train_batch_size,
-                            f"{mode}.batch_size")
+    estimator.build(input_fn_for(cfg, mode), Mode.EVAL if mode == "eval" else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
     path = estimator.export_saved_model(base, version=estimator.global_step)
     write_export_metadata(path, cfg, estimator)
@@ -393,110 +338,3 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
     return path
 
 
-def load_export(export_dir: str):
-    """(serving function, metadata dict) of an export written by tpuestimator."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(export_dir)
-    meta_path = os.path.join(export_dir, "assets.extra", EXPORT_META)
-    meta = json.loads(Path(meta_path).read_text()) if os.path.exists(meta_path) else {}
-    return loaded, meta
-
-
-def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
-    """Predicts with an exported SavedModel.
-
-    Args:
-      export_dir: the export (or a run folder holding `export/`).
-      inputs: TFRecord file paths (read with the training data's format), image files
-        (JPEG/PNG, for image models), or a dict of arrays / an array for the serving inputs.
-
-    Returns:
-      one dict per example (numpy values; `class` as str).
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    if (Path(export_dir) / "export").is_dir() and not (Path(export_dir) / "saved_model.pb").exists():
-        export_dir = str(Path(export_dir) / "export")
-    if not (Path(export_dir) / "saved_model.pb").exists():
-        raise ConfigError("EXPORT_DIR", export_dir, "a SavedModel folder (holding saved_model.pb) written by "
-                          "`tpuestimator train` or `tpuestimator export`")
-    loaded, meta = load_export(export_dir)
-    serve = loaded.signatures["serving_default"]
-    feature_arrays = _predict_inputs(inputs, meta)
-    _check_predict_shapes(feature_arrays, meta.get("feature_spec") or {})
-    n = len(next(iter(feature_arrays.values())))
-    out: list[dict] = []
-    for start in range(0, n, batch_size):
-        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in feature_arrays.items()}
-        result = serve(**batch)
-        arrays = {k: v.numpy() for k, v in result.items()}
-        for i in range(len(next(iter(arrays.values())))):
-            row = {}
-            for k, v in arrays.items():
-                value = v[i]
-                row[k] = value.decode() if isinstance(value, bytes) else value
-            out.append(row)
-    return out
-
-
-def _check_predict_shapes(arrays: dict, spec: dict) -> None:
-    """A wrongly shaped input must be an error naming the feature, not a crash inside TensorFlow."""
-    for name, (shape, _dtype) in spec.items():
-        if name not in arrays:
-            raise ConfigError("inputs", sorted(arrays), f"a value for every feature the model takes: {sorted(spec)}")
-        got = tuple(arrays[name].shape)
-        if len(got) != len(shape) + 1 or tuple(got[1:]) != tuple(shape):
-            raise ConfigError(f"inputs.{name}", f"an array of shape {got}",
-                              f"shape (n, {', '.join(str(d) for d in shape)}): one row per example")
-
-
-def _predict_inputs(inputs, meta: dict) -> dict:
-    import numpy as np
-
-    spec = meta.get("feature_spec") or {}
-    if isinstance(inputs, Mapping):
-        return {k: np.asarray(v, dtype=spec.get(k, [None, "float32"])[1]) for k, v in inputs.items()}
-    if hasattr(inputs, "shape"):
-        if len(spec) != 1:
-            raise ConfigError("inputs", type(inputs).__name__, f"a dict of arrays for the features {sorted(spec)}")
-        name, (_, dtype) = next(iter(spec.items()))
-        return {name: np.asarray(inputs, dtype=dtype)}
-    files = [str(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
-    for f in files:
-        if not os.path.exists(f):
-            raise ConfigError("FILE", f, "an existing TFRecord or image file")
-    images = [f for f in files if f.lower().endswith((".jpg", ".jpeg", ".png"))]
-    if images:
-        return {"image": _load_images(images, meta)}
-    from tpuestimator import data
-
-    section = dict(meta.get("data") or {})
-    section["eval"] = files
-    section.pop("train", None)
-    ds = data.make_input_fn(section, "predict")({"batch_size": 256, "mode": "predict", "input_context": None,
-                                                 "seed": 0, "start_step": 0})
-    columns: dict[str, list] = {}
-    for element in ds:
-        features = element[0] if isinstance(element, tuple) else element
-        for k, v in features.items():
-            columns.setdefault(k, []).append(v.numpy())
-    return {k: np.concatenate(v) for k, v in columns.items()}
-
-
-def _load_images(paths: list[str], meta: dict):
-    import numpy as np
-    import tensorflow as tf
-
-    image = (meta.get("data") or {}).get("image") or {}
-    h, w, c = image.get("height"), image.get("width"), image.get("channels", 3)
-    scale = image.get("scale", "unit")
-    out = []
-    for p in paths:
-        img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
-        img = tf.image.resize(tf.image.convert_image_dtype(img, tf.float32), [h, w])
-        if scale == "symmetric":
-            img = (img - 0.5) * 2.0
-        out.append(img.numpy())
-    return np.stack(out)

@@ -43,14 +43,14 @@ class ModelSpec:
         Estimator always adds `loss`.
       predictions: `outputs -> dict of tensors` with a leading batch dimension; default
         `{"outputs": outputs}`. With `class_names` set, the Estimator adds `class` (the
-        string of `class_id`) as in the seed article's `tf.gather(LIST_OF_LABELS, class_int)`.
+        string of `class_id`) as in TPUEstimator's flowers example (`tf.gather(LIST_OF_LABELS, class_int)`).
       class_names: the label vocabulary, index = class id.
       report: extra scalars to compute each step and report per loop in the hooks' logs:
         name -> `(labels, outputs) -> scalar`.
       serving_inputs: name -> `tf.TensorSpec` of one example (no batch dimension) for the
         SavedModel's `serving_default` signature; default: the input pipeline's feature spec.
       serving_preprocess: optional `dict of raw serving tensors -> model features`, for
-        signatures that take e.g. JPEG bytes (the seed's `serving_input_fn`).
+        signatures that take e.g. JPEG bytes (TPUEstimator's `serving_input_fn`).
     """
 
     model: Any
@@ -81,9 +81,34 @@ class ModelSpec:
 
 
 def classification_predictions(outputs) -> dict:
-    """Softmax probabilities and the arg-max class id, as in the seed article."""
+    """Softmax probabilities and the arg-max class id, as in TPUEstimator's flowers example."""
     import tensorflow as tf
 
     logits = tf.cast(outputs, tf.float32)
     probabilities = tf.nn.softmax(logits)
     return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
+def split_element(element) -> tuple[dict, Any]:
+    """One input element -> (features dict, labels or None).
+
+    An input function's dataset yields `(features, labels)`, `(features,)` or `features`;
+    `features` is a dict of tensors or a single tensor (named `x`). Every part of the library
+    that reads an input element (the train step, evaluation, the debug replay, hooks) splits
+    it with this function.
+    """
+    if isinstance(element, tuple):
+        features, labels = element if len(element) == 2 else (element[0], None)
+    else:
+        features, labels = element, None
+    if not isinstance(features, Mapping):
+        features = {"x": features} if hasattr(features, "shape") else features
+    return dict(features), labels
+
+
+def model_inputs(features: Mapping[str, Any]):
+    """What the model is called with: the tensor alone when the features dict has one entry,
+    the dict otherwise (so a one-input Keras model takes a plain tensor)."""
+    if isinstance(features, Mapping) and len(features) == 1:
+        return next(iter(features.values()))
+    return features

@@ -7,14 +7,14 @@ it is host work at loop boundaries: the device loop never waits for it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
 import os
 import shutil
 from typing import Any, Callable, Iterable, Sequence
 
 from tpuestimator.errors import ConfigError
+from tpuestimator.hooks.base import as_hook
+from tpuestimator.hooks.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -62,22 +62,6 @@ class EvalSpec:
     early_stopping: EarlyStopping | None = None
     hooks: Sequence[Any] = ()
     name: str = "eval"
-
-
-def _better(value: float, best: float | None, mode: str, min_delta: float = 0.0) -> bool:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return False
-    if best is None:
-        return True
-    return value < best - min_delta if mode == "min" else value > best + min_delta
-
-
-def _read_state(path: str) -> dict:
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
 
 
 class Exporter:
@@ -150,9 +134,9 @@ class BestExporter(Exporter):
         if self.metric not in metrics:
             raise ConfigError("export.best_metric", self.metric,
                               "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
-        state = _read_state(self.state_path)
+        state = read_state(self.state_path)
         value = metrics[self.metric]
-        if not _better(value, state.get("value"), self.mode):
+        if not improved(value, state.get("value"), self.mode):
             return None
         path = self._export(estimator, step)
         atomic_write_json(self.state_path, {"metric": self.metric, "mode": self.mode, "value": value,
@@ -160,7 +144,7 @@ class BestExporter(Exporter):
         return path
 
     def best(self) -> dict:
-        return _read_state(self.state_path)
+        return read_state(self.state_path)
 
 
 def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_metric: str = "loss",
@@ -178,36 +162,6 @@ def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_m
     return out
 
 
-class _EarlyStopper:
-    """Early-stopping state, persisted in `<model_dir>/early_stopping.json` across restarts."""
-
-    def __init__(self, rule: EarlyStopping, model_dir: str):
-        self.rule = rule
-        self.path = os.path.join(model_dir, "early_stopping.json")
-        state = _read_state(self.path)
-        same = state.get("metric") == rule.metric and state.get("mode") == rule.mode
-        self.best = state.get("best") if same else None
-        self.bad_evals = state.get("bad_evals", 0) if same else 0
-
-    def update(self, step: int, metrics: dict) -> bool:
-        """Records an evaluation; True when training should stop."""
-        if self.rule.metric not in metrics:
-            raise ConfigError("eval.early_stopping.metric", self.rule.metric,
-                              "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
-        value = metrics[self.rule.metric]
-        if _better(value, self.best, self.rule.mode, self.rule.min_delta):
-            self.best, self.bad_evals = value, 0
-        else:
-            self.bad_evals += 1
-        atomic_write_json(self.path, {"metric": self.rule.metric, "mode": self.rule.mode, "best": self.best,
-                                      "bad_evals": self.bad_evals, "step": step})
-        stop = self.bad_evals > self.rule.patience
-        if stop:
-            logger.info("early stopping at step %d: %s has not improved on %s for %d evaluations", step,
-                        self.rule.metric, self.best, self.bad_evals)
-        return stop
-
-
 @dataclasses.dataclass
 class TrainEvalResult:
     metrics: dict | None
@@ -217,12 +171,13 @@ class TrainEvalResult:
     global_step: int
 
 
-def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None,
-                       *, on_eval: Callable[[int, dict], None] | None = None) -> TrainEvalResult:
+def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None) -> TrainEvalResult:
     """Trains to `train_spec.max_steps`, evaluating every `eval_spec.every_n_steps` steps.
 
     A restarted job resumes from the latest checkpoint; exporters and early stopping keep
     their state on disk. Returns the final metrics, the evaluation history and the exports.
+    Every evaluation reaches the train hooks' `after_eval` (recording, progress, early
+    stopping hooks) and each export their `after_export`.
     """
     history: list[dict] = []
     exports: dict[str, str] = {}
@@ -233,9 +188,10 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
     every = eval_spec.every_n_steps if eval_spec else None
     metrics = None
     if eval_spec and eval_spec.early_stopping:
-        stopper = _EarlyStopper(eval_spec.early_stopping, estimator.model_dir)
-    from tpuestimator.hooks.base import as_hook
-
+        rule = eval_spec.early_stopping
+        stopper = EarlyStoppingHook(rule.metric, mode=rule.mode, patience=rule.patience, min_delta=rule.min_delta,
+                                    state_path=os.path.join(estimator.model_dir, "early_stopping.json"),
+                                    field="eval.early_stopping.metric")
     # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
     hooks = [as_hook(h) for h in train_spec.hooks]
 
@@ -250,8 +206,6 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                 exports[exporter.name] = path
                 for hook in hooks:
                     hook.after_export(at_step, path)
-        if on_eval:
-            on_eval(at_step, result)
         return result
 
     while max_steps is None or step < max_steps:

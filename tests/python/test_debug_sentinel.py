@@ -89,9 +89,9 @@ def test_last_checkpoint_is_finite_and_loads(diverged):
             assert np.all(np.isfinite(value)), name
     cfg = load_job_config(str(root / "model"))
     est = build_estimator(cfg, model_dir=str(root / "model"))
-    from tpuestimator.job import _input_fn
+    from tpuestimator.job import input_fn_for
 
-    metrics = est.evaluate(_input_fn(cfg, "eval"), steps=1)  # builds the model and restores the checkpoint
+    metrics = est.evaluate(input_fn_for(cfg, "eval"), steps=1)  # builds the model and restores the checkpoint
     assert metrics["global_step"] == int(latest.rsplit("-", 1)[1])
     # (The weights are finite but huge after two steps at lr 1e10: the eval loss itself may overflow.)
     for v in est.model.weights:
@@ -142,8 +142,10 @@ def test_poisoned_batch_is_found_bundled_and_replayed_to_the_user_line(tmp_path)
     x[4 * 8 + 3, 2] = -1.0  # batch size 8: step 5 reads rows 32..39
     est = Estimator(log_model, RunConfig(model_dir=str(tmp_path / "m"), train_batch_size=8, iterations_per_loop=2,
                                          save_checkpoints_steps=2, strategy="cpu"))
+    from tpuestimator.debug.sentinel import NonFiniteReportHook
+
     with pytest.raises(NonFiniteError) as info:
-        est.train(array_input_fn(x, y), max_steps=20)
+        est.train(array_input_fn(x, y), max_steps=20, hooks=[NonFiniteReportHook()])
     err = info.value
     assert err.step == 6 and err.report_path
     report = json.loads((Path(err.report_path) / "report.json").read_text())
@@ -177,8 +179,10 @@ def test_optimizer_state_overflow_before_any_checkpoint_is_replayed_from_the_ini
     est = Estimator("mlp", RunConfig(model_dir=str(tmp_path / "m"), train_batch_size=32, iterations_per_loop=3,
                                      save_checkpoints_steps=None, strategy="cpu"),
                     {"num_classes": 3, "learning_rate": 1e10, "hidden_units": [32, 32]})  # Adam
+    from tpuestimator.debug.sentinel import NonFiniteReportHook
+
     with pytest.raises(NonFiniteError) as info:
-        est.train(array_input_fn(x, y), max_steps=30)
+        est.train(array_input_fn(x, y), max_steps=30, hooks=[NonFiniteReportHook()])
     err = info.value
     assert err.last_good_checkpoint is None and est.latest_checkpoint() is None  # nothing non-finite was saved
     report = json.loads((Path(err.report_path) / "report.json").read_text())

@@ -51,13 +51,13 @@ def test_early_stopping_hook_resets_patience_on_improvement(tmp_path):
 
 def test_hook_and_config_early_stopping_share_one_comparison():
     from tpuestimator.hooks.stopping import EarlyStoppingHook
-    from tpuestimator.training import EarlyStopping, _EarlyStopper
 
     values = [1.0, 0.95, 0.949, 0.90, 0.90, 0.899, 0.95]
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        persisted = _EarlyStopper(EarlyStopping(metric="loss", mode="min", patience=1, min_delta=0.01), tmp)
+        persisted = EarlyStoppingHook(monitor="loss", mode="min", patience=1, min_delta=0.01,
+                                      state_path=f"{tmp}/early_stopping.json")
         hook = EarlyStoppingHook(monitor="loss", mode="min", patience=1, min_delta=0.01)
         for step, value in enumerate(values, 1):
             stop_config = persisted.update(step, {"loss": value})

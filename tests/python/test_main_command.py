@@ -45,11 +45,11 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     assert (tmp_path / run_dir / "tfruns.d" / "evaluation.json").is_file()
 
     # Estimator.predict in this process against the SavedModel in a fresh process.
-    from tpuestimator.job import build_estimator, load_job_config, _input_fn
+    from tpuestimator.job import build_estimator, load_job_config, input_fn_for
 
     cfg = load_job_config(str(tmp_path / "models" / "digits"))
     est = build_estimator(cfg, model_dir=str(tmp_path / "models" / "digits"))
-    ours = np.stack([p["probabilities"] for p in est.predict(_input_fn(cfg, "eval"))])
+    ours = np.stack([p["probabilities"] for p in est.predict(input_fn_for(cfg, "eval"))])
     script = ("import json, sys; from tpuestimator.job import predict; "
               "rows = predict(sys.argv[1], [sys.argv[2]]); "
               "print(json.dumps([[float(v) for v in r['probabilities']] for r in rows]))")

@@ -1,4 +1,4 @@
-"""RunRecorder writes runs that follow every rule of tfruns-format.md (checked on real folders)."""
+"""RunRecorder writes runs that follow every rule of docs/RUN_FORMAT.md (checked on real folders)."""
 from __future__ import annotations
 
 import io

@@ -17,6 +17,16 @@ def _estimator(model_dir, lr=0.05):
                      {"num_classes": 3, "learning_rate": lr})
 
 
+def _on_eval(fn):
+    """A hook calling fn(step, metrics) after each evaluation (what `on_eval=` did)."""
+    from tpuestimator.hooks.base import Hook
+
+    class OnEval(Hook):
+        def after_eval(self, step, metrics):
+            fn(step, metrics)
+    return OnEval()
+
+
 def test_evaluates_every_n_steps_and_exports(tmp_path):
     from tpuestimator.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
@@ -24,9 +34,9 @@ def test_evaluates_every_n_steps_and_exports(tmp_path):
     est = _estimator(tmp_path / "m")
     exporters = make_exporters(["final", "latest", "best"], str(tmp_path / "export"), keep=2, best_metric="accuracy")
     evals = []
-    out = train_and_evaluate(est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=50),
-                             EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20, exporters=exporters),
-                             on_eval=lambda step, m: evals.append(step))
+    out = train_and_evaluate(est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=50,
+                                            hooks=[_on_eval(lambda step, m: evals.append(step))]),
+                             EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20, exporters=exporters))
     assert evals == [20, 40, 50]
     assert out.global_step == 50 and out.metrics["global_step"] == 50
     assert sorted(os.listdir(tmp_path / "export" / "latest")) == ["40", "50"]   # keep=2
@@ -60,10 +70,10 @@ def test_early_stopping_stops_at_the_expected_evaluation(tmp_path):
     est = _estimator(tmp_path / "m", lr=0.0)     # a known plateau: the metric never improves
     evals = []
     out = train_and_evaluate(
-        est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=200),
+        est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=200,
+                       hooks=[_on_eval(lambda step, m: evals.append(step))]),
         EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=10,
-                 early_stopping=EarlyStopping(metric="loss", mode="min", patience=2)),
-        on_eval=lambda step, m: evals.append(step))
+                 early_stopping=EarlyStopping(metric="loss", mode="min", patience=2)))
     # 1st eval sets the best; 2nd and 3rd do not improve (patience 2); the 4th stops.
     assert evals == [10, 20, 30, 40]
     assert out.stopped_early and out.global_step == 40

@@ -39,7 +39,7 @@ local_work_dir <- function(env = parent.frame()) {
 # Runs a test's training quietly (progress lines and Python warnings off the console).
 quietly <- function(expr) suppressMessages(suppressWarnings(expr))
 
-# The rules of shared/reference/tfruns-format.md that make a run listable by tfruns.
+# The rules of docs/RUN_FORMAT.md that make a run listable by tfruns.
 expect_tfruns_run <- function(run_dir) {
   meta <- file.path(run_dir, "tfruns.d")
   expect_true(dir.exists(meta), info = run_dir)

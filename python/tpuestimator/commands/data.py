@@ -12,13 +12,13 @@ import sys
 def register(subparsers) -> argparse.ArgumentParser:
     """Adds the `data` command (sub-commands write, inspect, bench) to the CLI's sub-parsers."""
     parser = subparsers.add_parser("data", help="write, inspect and benchmark TFRecord data",
-                                   description="Write TFRecords (seed formats or typed features), inspect them, "
+                                   description="Write TFRecords (MNIST or flowers format, or typed features), inspect them, "
                                                "and measure the input pipeline.")
     sub = parser.add_subparsers(dest="data_command", metavar="{write,inspect,bench}")
     sub.required = True
 
     w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
-                       description="Image folder (one subfolder per class, JPEG/PNG) -> seed 000's format; "
+                       description="Image folder (one subfolder per class, JPEG/PNG) -> the flowers example's format; "
                                    ".csv / .npz -> typed features.")
     w.add_argument("source", help="image folder, .csv or .npz file")
     w.add_argument("out", help="output folder (shards + manifest.json)")
@@ -31,7 +31,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     w.add_argument("--feature", action="append", default=[], metavar="NAME:DTYPE[:SHAPE]",
                    help="declare a column's dtype (float32, int64, string) and shape (e.g. x:float32:4x4); repeat")
     w.add_argument("--image-size", default=None, metavar="HxW", help="resize folder images (re-encoded as JPEG)")
-    w.add_argument("--format", choices=["mnist"], default=None, help="force seed 002's format for a uint8 array")
+    w.add_argument("--format", choices=["mnist"], default=None, help="force the MNIST TFRecord format for a uint8 array")
     w.add_argument("--overwrite", action="store_true", help="replace the records of an existing output folder")
     w.add_argument("--beam", action="store_true", help="run the conversion as an Apache Beam pipeline")
     w.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")

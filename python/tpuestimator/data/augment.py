@@ -1,4 +1,4 @@
-"""Train-time augmentation (seed 000's random crop, flip, brightness and contrast).
+"""Train-time augmentation (the random crop, flip, brightness and contrast of TPUEstimator's flowers example).
 
 JPEG/PNG images (flowers format) are augmented one by one right after decoding, where the
 image is still in cache (`make_image_augmenter`); raw-pixel images (mnist format) are
@@ -12,7 +12,7 @@ import tensorflow as tf
 
 
 def scale_pixels(unit_images: tf.Tensor, scale: str) -> tf.Tensor:
-    """[0, 1] pixels -> data.image.scale ("unit": unchanged, "symmetric": [-1, 1] as in seed 000)."""
+    """[0, 1] pixels -> data.image.scale ("unit": unchanged, "symmetric": [-1, 1] as in TPUEstimator's flowers example)."""
     if scale == "symmetric":
         return (unit_images - 0.5) * 2.0
     return unit_images
@@ -62,7 +62,7 @@ def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
     """Seed 000's train-time augmentation for one decoded JPEG/PNG image (flowers format).
 
     `augment_image(image [H, W, c] of any size, max_value) -> float32 [h, w, c]` (scaled per
-    data.image.scale): a random (h, w) crop of the image resized to (h+10, w+10) (as the seed;
+    data.image.scale): a random (h, w) crop of the image resized to (h+10, w+10) (as the flowers example;
     one `crop_and_resize` measured 2x slower), a random left-right flip, random brightness
     and contrast, then clipping to [0, 1]. Per image, so the work stays in cache (a batched
     version measured 2x slower); returns None when nothing is on or the format is not flowers.
@@ -78,7 +78,7 @@ def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
     contrast = aug.get("contrast")
     scale = image["scale"]
 
-    # seed 000: resize to (h + 10, w + 10), then a random (h, w) crop
+    # the flowers example: resize to (h + 10, w + 10), then a random (h, w) crop
     size = [height + 10, width + 10] if crop else [height, width]
 
     def augment_image(img: tf.Tensor, max_value: float = 255.0) -> tf.Tensor:

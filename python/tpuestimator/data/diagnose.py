@@ -18,6 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
+from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER
+from tpuestimator.data.decode import list_files, make_batch_decoder
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -131,7 +133,6 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
     record spec (features, dtypes, sizes), and, with `decode`, the records decode (images)
     and pass the label range and `data.assertions`.
     """
-    from tpuestimator.data.pipeline import make_batch_decoder
 
     decoder = tf.function(make_batch_decoder(section, "eval" if mode == "train" else mode,
                                              num_classes=num_classes)) if decode else None
@@ -168,7 +169,6 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
 
 
 def _decode_error(section: Mapping[str, Any], path: str, index: int, message: str) -> DataError:
-    from tpuestimator.data.pipeline import ASSERT_MARKER, LABEL_MARKER
 
     text = clean_message(message)
     if ASSERT_MARKER in text:
@@ -194,7 +194,6 @@ def diagnose(data_section: Mapping[str, Any], mode: str, exc: BaseException | No
       A `DataError` naming file, record and feature, or None when every record is fine
       (the error did not come from the data).
     """
-    from tpuestimator.data.pipeline import list_files
 
     section = specs.resolve_section(data_section)
     if num_classes is None:
@@ -208,7 +207,6 @@ def diagnose(data_section: Mapping[str, Any], mode: str, exc: BaseException | No
 
 
 def _looks_like_input_error(exc: BaseException) -> bool:
-    from tpuestimator.data.pipeline import ASSERT_MARKER, LABEL_MARKER
 
     if isinstance(exc, tf.errors.DataLossError):
         return True
@@ -267,7 +265,6 @@ def count_corrupt(pattern: str | list[str]) -> dict[str, Any]:
       bad record}}. Records after a corruption point cannot be recovered (TFRecord files have
       no sync markers), so with `data.on_corrupt: skip` each corrupt file loses the rest of it.
     """
-    from tpuestimator.data.pipeline import list_files
 
     out: dict[str, Any] = {"files": 0, "records": 0, "corrupt_files": {}}
     for path in list_files(pattern):
@@ -289,7 +286,6 @@ def corrupt_records_skipped(data_section: Mapping[str, Any] | None = None, mode:
     """
     if data_section is not None:
         section = specs.resolve_section(data_section)
-        from tpuestimator.data.pipeline import list_files
 
         files = list_files(specs.pattern_for(section, mode))
     else:
@@ -313,7 +309,6 @@ def num_examples(data_section: Mapping[str, Any], mode: str = "train") -> int | 
         base = manifest["_dir"]
         if info and section.get(key) == os.path.join(base, info.get("pattern", "")):
             return int(info["count"])
-    from tpuestimator.data.pipeline import list_files
 
     try:
         files = list_files(specs.pattern_for(section, mode))

@@ -45,7 +45,7 @@ def section_for(target: str, *, mode: str = "train", overrides: tuple[str, ...] 
 
 
 def sniff_section(files: list[str]) -> dict:
-    """Guesses a data section from the first record (seed formats first, else typed features)."""
+    """Guesses a data section from the first record (the MNIST and flowers formats first, else typed features)."""
     for path in files:
         for _, rec, err in iter_records(path):
             if err is not None:

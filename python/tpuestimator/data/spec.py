@@ -12,11 +12,12 @@ import json
 import os
 from typing import Any, Mapping
 
+from tpuestimator.config import DEFAULTS
 from tpuestimator.errors import DataError
 
 FORMATS = ("mnist", "flowers", "features")
 
-# Record keys of the two seed formats.
+# Record keys of the MNIST TFRecord format and of TPUEstimator's flowers example.
 MNIST_IMAGE_KEY = "image_raw"
 MNIST_LABEL_KEY = "label"
 FLOWERS_IMAGE_KEY = "image/encoded"
@@ -26,18 +27,8 @@ FLOWERS_TEXT_KEY = "image/class/text"
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
-_SECTION_DEFAULTS: dict[str, Any] = {
-    "shuffle_buffer": 1024,
-    "cache": False,
-    "cache_decoded": False,
-    "read_buffer_mb": 8,
-    "cycle_length": 8,
-    "deterministic": True,
-    "transpose_input": False,
-    "on_corrupt": "error",
-    "augment": {},
-    "assertions": [],
-}
+# The data section's defaults: the schema's (`tpuestimator.config.DEFAULTS`).
+_SECTION_DEFAULTS: dict[str, Any] = DEFAULTS["data"]
 
 
 def load_manifest(path: str) -> dict:

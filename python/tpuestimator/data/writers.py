@@ -4,9 +4,9 @@
 vocabulary, feature spec), encodes every item with `encode.RecordEncoder` (the same function
 the Beam writer runs), writes N shards per split atomically and then `manifest.json`.
 
-- image folder (one subfolder per class, JPEG and PNG) -> seed 000's flowers format;
+- image folder (one subfolder per class, JPEG and PNG) -> the format of TPUEstimator's flowers example;
   split by ratio, or by `train/` and `eval/` subfolders.
-- uint8 image array [n, h, w] or [n, h, w, c] + labels -> seed 002's MNIST format.
+- uint8 image array [n, h, w] or [n, h, w, c] + labels -> the MNIST TFRecord format.
 - other arrays, dicts of arrays, .npz, CSV, data frames -> typed features (format features).
 
 Labels are integer ids from 0 (stored from 1 for flowers records); class names live in the
@@ -248,7 +248,7 @@ def write_tfrecords(source: Any, out_dir: str | os.PathLike, *, labels: Sequence
       features: declared dtypes (and shapes) per column, e.g. {"x": {"dtype": "float32"}};
         values that do not convert raise DataError.
       image_size: (height, width) to resize folder images to (re-encoded as JPEG).
-      format: "mnist" to force seed 002's format for a uint8 image array.
+      format: "mnist" to force the MNIST TFRecord format for a uint8 image array.
       beam: run the conversion as an Apache Beam pipeline (`runner`, `pipeline_options`).
 
     Returns:

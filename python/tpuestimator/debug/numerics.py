@@ -40,9 +40,7 @@ def is_check_numerics_error(exc: BaseException) -> bool:
 
 
 def _is_library(path: str) -> bool:
-    import tpuestimator
-
-    package = os.path.dirname(os.path.abspath(tpuestimator.__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/tpuestimator
     p = os.path.abspath(path) if os.path.isabs(path) else path
     if p.startswith(package + os.sep) and not p.startswith(os.path.join(package, "models") + os.sep):
         return True

@@ -26,6 +26,9 @@ import shutil
 import tempfile
 from typing import Any, Callable, Mapping
 
+from tpuestimator.spec import Mode, split_element
+from tpuestimator.tracing import device_function
+
 logger = logging.getLogger(__name__)
 
 
@@ -40,10 +43,9 @@ def _replay_estimator_class():
             super().__init__(*args, **kwargs)
             self._replica_batch = replica_batch
             self._orig_replicas = num_replicas
-            self.nonfinite_report = False
 
-        def _params(self, mode, global_batch, field, input_context=None):
-            params = super()._params(mode, global_batch, field, input_context)
+        def input_params(self, mode, *, global_batch=None, input_context=None):
+            params = super().input_params(mode, global_batch=global_batch, input_context=input_context)
             params.update(batch_size=self._replica_batch, global_batch_size=self._replica_batch * self._orig_replicas,
                           num_replicas=self._orig_replicas)
             return params
@@ -93,7 +95,6 @@ class HostReplay:
         import tensorflow as tf
 
         from tpuestimator.estimator import RunConfig
-        from tpuestimator.spec import Mode
 
         self.replica_batch = int(replica_batch)
         self.num_replicas = int(num_replicas)
@@ -106,12 +107,11 @@ class HostReplay:
         cls = _replay_estimator_class()
         self.estimator = cls(model_fn, config, params, replica_batch=self.replica_batch,
                              num_replicas=self.num_replicas, strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
-        self.estimator._ensure_built(probe_input_fn, Mode.TRAIN, self.replica_batch, "train.batch_size")
-        est = self.estimator
-        self.model = est._spec.model
-        self.optimizer = est._optimizer
+        state = self.estimator.build(probe_input_fn, Mode.TRAIN, global_batch=self.replica_batch)
+        self.model = state.model
+        self.optimizer = state.optimizer
         self.loss_scaled = precision == "mixed_float16"
-        self._state = [*self.model.variables, *self.optimizer.variables, est._step]
+        self._state = [*self.model.variables, *self.optimizer.variables, state.global_step]
         self._shadow = None
         self._step_fn = None
 
@@ -120,14 +120,13 @@ class HostReplay:
         """model + optimizer + step, as the Estimator checkpoints them (no save counter)."""
         import tensorflow as tf
 
-        est = self.estimator
-        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=est._step)
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.estimator.state.global_step)
 
     def restore(self, checkpoint: str | None) -> int:
         """Restores model, optimizer and step from `checkpoint` (None: keep the initial state)."""
         if checkpoint:
             self._checkpoint().restore(checkpoint).assert_existing_objects_matched()
-        return int(self.estimator._step.numpy())
+        return self.estimator.state.step
 
     def snapshot(self) -> None:
         """Copies the whole training state aside (to return to it with `rollback`)."""
@@ -154,7 +153,7 @@ class HostReplay:
         import tensorflow as tf
 
         est = self.estimator
-        forward_backward = est._make_forward_backward(self.global_batch)
+        forward_backward = est.make_forward_backward(self.global_batch)
         variables = self.model.trainable_variables
         names = [v.path if hasattr(v, "path") else v.name for v in variables]
         self.variable_names = names
@@ -190,10 +189,9 @@ class HostReplay:
             weights_ok = tf.stack([finite(v) for v in state])
             return loss, loss_ok, grads_ok, weights_ok
 
-        @tf.function
         def step(batches):
             return est.strategy.run(replica_fn, args=(batches,))
-        return step
+        return device_function(step)
 
     def rename(self, variable_names: list[str], state_names: list[str]) -> None:
         """Reports variables under the original model's names (a second model instance gets
@@ -210,7 +208,7 @@ class HostReplay:
         if self._step_fn is None:
             self._step_fn = self._build_step()
         loss, loss_ok, grads_ok, weights_ok = self._step_fn(tuple(batches))
-        self.estimator._step.assign_add(1)
+        self.estimator.state.global_step.assign_add(1)
         grads_ok, weights_ok = grads_ok.numpy().tolist(), weights_ok.numpy().tolist()
         return StepCheck(step=step, loss=float(loss), loss_finite=bool(loss_ok),
                          bad_gradients=[n for n, ok in zip(self.variable_names, grads_ok) if not ok],
@@ -257,15 +255,12 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
     """
     import numpy as np
 
-    from tpuestimator.estimator import _split
-    from tpuestimator.spec import Mode
-
-    train_iter = getattr(estimator, "_train_iter", None)
-    if not train_iter:
+    train_input = estimator.train_input
+    if train_input is None:
         return Finding(False, note="no training input to replay")
-    input_fn = train_iter[0]
-    origin = int(getattr(estimator, "_train_input_origin", 0))
-    latest = estimator._manager.latest_checkpoint
+    input_fn = train_input.input_fn
+    origin = train_input.origin
+    latest = estimator.state.latest_checkpoint()
     start = _checkpoint_step(latest)
     if latest is None:
         if origin != 0:
@@ -280,7 +275,7 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
                             "save checkpoints more often (train.save_checkpoints_steps) to get a repro bundle")
     replicas = estimator.num_replicas
     replica_batch = estimator.per_replica_batch(estimator.config.train_batch_size, "train.batch_size")
-    params = estimator._params(Mode.TRAIN, estimator.config.train_batch_size, "train.batch_size")
+    params = estimator.input_params(Mode.TRAIN)
     params["start_step"] = origin
     params["input_context"] = None
     replay = HostReplay(estimator.model_fn, estimator.params, replica_batch=replica_batch, num_replicas=replicas,
@@ -289,7 +284,7 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
     original = [getattr(v, "path", v.name) for v in estimator.spec.model.trainable_variables]
     original_state = [getattr(v, "path", v.name) for v in
                       [*estimator.spec.model.trainable_variables,
-                       *[v for v in estimator._optimizer.variables if "float" in str(v.dtype)]]]
+                       *[v for v in estimator.state.optimizer.variables if "float" in str(v.dtype)]]]
     try:
         replay.restore(latest)
         replay.rename(original, original_state)
@@ -300,7 +295,7 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
             batches = []
             try:
                 for _ in range(replicas):
-                    batches.append(_split(next(iterator)))
+                    batches.append(split_element(next(iterator)))
             except StopIteration:
                 finding.note = f"the input ended at step {step} during the replay"
                 return finding

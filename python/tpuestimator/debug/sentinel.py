@@ -1,8 +1,9 @@
 """The NaN/Inf sentinel's report and repro bundle.
 
-The sentinel (`Estimator._make_sentinel`, on by default: `debug.nan_sentinel`) checks the
-loop's mean loss and every weight at each loop's end and raises `NonFiniteError` before any
-checkpoint of the bad state is written. Just before raising it calls `write_report`, which
+The sentinel (`tpuestimator.controller.check_finite`, on by default: `debug.nan_sentinel`)
+checks the loop's mean loss and every weight at each loop's end and raises `NonFiniteError`
+before any checkpoint of the bad state is written. `NonFiniteReportHook` (which `run_job`
+registers; add it to `Estimator.train(hooks=...)` elsewhere) then calls `write_report`, which
 writes `<model_dir>/debug/nonfinite-step-<N>/`:
 
 - `report.json` / `report.txt`: the loop that failed, which value went non-finite (loss or
@@ -21,6 +22,12 @@ import logging
 import os
 import time
 from typing import Any
+
+from tpuestimator.debug import bundle as bundle_io
+from tpuestimator.debug.replay import Finding, find_first_nonfinite
+from tpuestimator.errors import NonFiniteError
+from tpuestimator.hooks.base import Hook
+from tpuestimator.io import atomic_directory, atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +52,7 @@ def _nonfinite_variables(estimator, limit: int = 50) -> list[str]:
     import numpy as np
 
     bad = []
-    for v in estimator._sentinel_variables():
+    for v in estimator.state.sentinel_variables():
         try:
             value = np.asarray(v.numpy())
             if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
@@ -65,18 +72,33 @@ def _unique_dir(base: str) -> str:
     return path
 
 
+class NonFiniteReportHook(Hook):
+    """Writes the NaN/Inf report and repro bundle when training raises `NonFiniteError`.
+
+    Args:
+      job_config: the job's resolved config, copied into the bundle (None: no config.yaml).
+    """
+
+    def __init__(self, job_config: dict | None = None):
+        self.job_config = job_config
+
+    def on_exception(self, step: int, exc: BaseException) -> None:
+        if not isinstance(exc, NonFiniteError) or exc.report_path or exc.loop_start is None:
+            return
+        try:
+            write_report(self.estimator, exc, loop_start=exc.loop_start, loss=exc.loss, job_config=self.job_config)
+        except Exception:  # noqa: BLE001 - the report is a diagnosis aid; the NonFiniteError must surface
+            logger.exception("could not write the NaN/Inf report")
+
+
 def write_report(estimator, error, *, loop_start: int, loss: float, out_dir: str | None = None,
-                 max_replay_steps: int = 20_000) -> str:
+                 max_replay_steps: int = 20_000, job_config: dict | None = None) -> str:
     """Writes the report and repro bundle for `error` (a `NonFiniteError`); returns the folder.
 
     Also sets `error.report_path` and appends the report's location and the replay command
     to the error's message.
     """
     import yaml
-
-    from tpuestimator.debug import bundle as bundle_io
-    from tpuestimator.debug.replay import find_first_nonfinite
-    from tpuestimator.io import atomic_directory, atomic_write_json, atomic_write_text
 
     t0 = time.perf_counter()
     step = int(error.step)
@@ -95,11 +117,9 @@ def write_report(estimator, error, *, loop_start: int, loss: float, out_dir: str
                 max_steps=max_replay_steps)
         except Exception as exc:  # noqa: BLE001 - the report is still written, saying why
             logger.exception("the host replay of the failed loop failed")
-            from tpuestimator.debug.replay import Finding
-
-            finding = Finding(False, start_checkpoint=estimator._manager.latest_checkpoint,
+            finding = Finding(False, start_checkpoint=estimator.state.latest_checkpoint(),
                               note=f"the host replay failed: {type(exc).__name__}: {exc}")
-        feature_spec = {k: [list(s), d] for k, (s, d) in (estimator._feature_spec or {}).items()}
+        feature_spec = {k: [list(s), d] for k, (s, d) in estimator.state.feature_spec.items()}
         labels_dtype = None
         if finding.reproduced:
             features = {k: _concat([b[0][k] for b in finding.batches]) for k in finding.batches[0][0]}
@@ -109,9 +129,9 @@ def write_report(estimator, error, *, loop_start: int, loss: float, out_dir: str
         final_bundle = os.path.join(final, "bundle")
         checkpoint_rel = os.path.relpath(finding.checkpoint, bundle_dir) if finding.checkpoint else None
         model_ref = bundle_io.model_reference(estimator.model_fn)
-        if estimator.job_config is not None:
+        if job_config is not None:
             atomic_write_text(os.path.join(bundle_dir, "config.yaml"),
-                              yaml.safe_dump(_plain(estimator.job_config), sort_keys=False))
+                              yaml.safe_dump(_plain(job_config), sort_keys=False))
         check = finding.check
         first = None
         if finding.reproduced and check is not None:

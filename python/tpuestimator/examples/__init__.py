@@ -12,9 +12,9 @@ from tpuestimator.errors import ConfigError
 from tpuestimator.io import atomic_write_bytes
 
 _EXAMPLES = {
-    "digits": "UCI optdigits: 1,797 8x8 grey digit images (1,437 train / 360 eval) in seed 002's "
+    "digits": "UCI optdigits: 1,797 8x8 grey digit images (1,437 train / 360 eval) in the "
               "MNIST TFRecord format; model cnn.",
-    "shapes": "Synthetic 32x32 JPEGs of circles, squares and triangles in seed 000's flowers format; "
+    "shapes": "Synthetic 32x32 JPEGs of circles, squares and triangles in the format of TPUEstimator's flowers example; "
               "model image_classifier.",
 }
 DIGITS_FILES = ("digits.yaml", "train.tfrecord", "eval.tfrecord", "labels.txt", "manifest.json")

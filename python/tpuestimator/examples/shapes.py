@@ -1,7 +1,7 @@
 """The `shapes` example: synthetic JPEG images of circles, squares and triangles.
 
 Deterministic (seeded) small images with random colours, positions, sizes and pixel noise,
-written in seed 000's flowers format (`image/encoded` JPEG, `image/class/label` from 1,
+written in the format of TPUEstimator's flowers example (`image/encoded` JPEG, `image/class/label` from 1,
 `image/class/text`), with labels.txt, manifest.json and shapes.yaml for `image_classifier`.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ SIZE = 32
 
 CONFIG = """\
 # The generated shapes example: {n_train} train / {n_eval} eval synthetic 32x32 JPEGs of
-# circles, squares and triangles in seed 000's flowers TFRecord format.
+# circles, squares and triangles in the TFRecord format of TPUEstimator's flowers example.
 name: shapes
 model: image_classifier
 params:

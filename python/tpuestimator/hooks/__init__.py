@@ -24,6 +24,7 @@ _LAZY = {
     "WatchHook": "tpuestimator.hooks.watch",
     "HParamsHook": "tpuestimator.hooks.hparams",
     "DumpHook": "tpuestimator.debug.dumps",
+    "NonFiniteReportHook": "tpuestimator.debug.sentinel",
 }
 
 __all__ = ["Hook", "HookList", "CallableHook", "as_hook", *_LAZY]

@@ -4,7 +4,12 @@ Hooks never run inside the device loop: the host wakes once per `iterations_per_
 steps, so a hook costs nothing per step. `logs` holds the loop's device results (`loss`,
 anything the model function asked to `report`, `steps_per_sec`, `examples_per_sec`). A hook
 stops training by setting `self.stop_training = True` (a flag, never an exception), as
-Keras callbacks do.
+Keras callbacks do: that sets THE stop flag, `estimator.stop_training`, which the training
+loop and `train_and_evaluate` read (Keras: `self.model.stop_training`).
+
+Every capability the training loop uses is declared on `Hook` with a default, as Keras
+declares every callback method on `keras.callbacks.Callback`: a hook overrides what it
+needs and nothing is found by duck typing.
 """
 from __future__ import annotations
 
@@ -21,11 +26,33 @@ class Hook:
 
     Attributes:
       estimator: set by the Estimator before `begin`.
-      stop_training: set it to True to stop after the current loop.
+      stop_training: set it to True to stop after the current loop (it sets
+        `estimator.stop_training`; reading it tells whether this hook asked).
     """
 
     estimator: Any = None
-    stop_training: bool = False
+    _stop_requested: bool = False
+
+    @property
+    def stop_training(self) -> bool:
+        return self._stop_requested
+
+    @stop_training.setter
+    def stop_training(self, value: bool) -> None:
+        self._stop_requested = bool(value)
+        if value and self.estimator is not None:
+            self.estimator.stop_training = True
+    # True: train with the recording loop and fill `estimator.per_step_values` after each
+    # loop (each step's mean loss and report values; `HostCallHook`). Costs device work.
+    wants_per_step_values: bool = False
+
+    def steps_to_boundary(self, step: int) -> int | None:
+        """At most how many steps the next loop (starting at `step`) may run, so that a loop
+        boundary falls where this hook needs one (profiler, dumps); None: no constraint."""
+        return None
+
+    def close(self) -> None:
+        """The job is over: release files, writers, profilers."""
 
     def begin(self, step: int, info: Mapping[str, Any]) -> None:
         """Training starts at global step `step`. `info` has max_steps, model_dir, num_replicas, ..."""
@@ -112,6 +139,18 @@ class HookList(Hook):
     @property
     def stop_training(self) -> bool:  # type: ignore[override]
         return any(h.stop_training for h in self.hooks)
+
+    @property
+    def wants_per_step_values(self) -> bool:  # type: ignore[override]
+        return any(h.wants_per_step_values for h in self.hooks)
+
+    def steps_to_boundary(self, step: int) -> int | None:
+        caps = [int(c) for c in (h.steps_to_boundary(step) for h in self.hooks) if c]
+        return min(caps) if caps else None
+
+    def close(self) -> None:
+        for h in self.hooks:
+            h.close()
 
     def reset_stop(self) -> None:
         for h in self.hooks:

@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from tpuestimator.hooks.base import Hook
+from tpuestimator.tracing import device_function
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +68,18 @@ class ScalarRowsWriter:
                 writer = self.writer
                 meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
 
-                @tf.function(input_signature=[tf.TensorSpec([None], tf.int64),
-                                              tf.TensorSpec([None, len(names)], tf.float32)])
-                def fn(steps, vals):
+                def write_rows(steps, vals):
                     with writer.as_default():
                         for k in tf.range(tf.shape(steps)[0]):
                             for c, name in enumerate(names):
                                 # tf.summary.write keeps the tag as given (tf.summary.scalar would
                                 # prefix the loop's name scope); same metadata as a scalar summary.
                                 tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
+
+                # One function per writer and set of names: tracing.device_function keeps the
+                # next job's writers from counting as retraces of this one.
+                fn = device_function(write_rows, input_signature=[tf.TensorSpec([None], tf.int64),
+                                                                  tf.TensorSpec([None, len(names)], tf.float32)])
                 self._fns[names] = fn
             chunk = rows[i:j]
             fn(tf.constant([s for s, _ in chunk], tf.int64),

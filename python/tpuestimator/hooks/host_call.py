@@ -34,7 +34,7 @@ class HostCallHook(Hook):
       history: list of (step, {name: value}) when `keep_history=True`.
     """
 
-    wants_per_step_values = True  # read by Estimator.train: switches on the recording loop
+    wants_per_step_values = True  # declared on Hook: switches on the recording loop
 
     def __init__(self, logdir: str | None = None, fn: Callable[[int, dict], Any] | None = None, *,
                  names: list[str] | None = None, prefix: str = "step/", keep_history: bool = False):
@@ -51,7 +51,7 @@ class HostCallHook(Hook):
         self._rows_writer = None
 
     def after_loop(self, step: int, logs: Mapping[str, Any]) -> None:
-        values = getattr(self.estimator, "per_step_values", None) or {}
+        values = self.estimator.per_step_values
         if not values:
             return
         names = [n for n in (self.names or values) if n in values]

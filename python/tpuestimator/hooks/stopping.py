@@ -1,20 +1,41 @@
 """Hooks that stop training or save checkpoints at loop boundaries.
 
-`EarlyStoppingHook` is the in-process variant of `eval.early_stopping` (which
-`train_and_evaluate` persists across restarts in `<model_dir>/early_stopping.json`): both use
-the same comparison (`tpuestimator.training._better`), so a metric improves for the hook
-exactly when it improves for the config.
+`EarlyStoppingHook` is the one early-stopping implementation: in process by default, and
+persisted across restarts with `state_path` (how `train_and_evaluate` runs the config's
+`eval.early_stopping`, in `<model_dir>/early_stopping.json`). `improved` is the comparison
+the exporters share.
 """
 from __future__ import annotations
 
 import logging
 import math
 import time
+import json
 from typing import Any, Mapping
 
+from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import Hook
+from tpuestimator.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
+
+
+def improved(value: float | None, best: float | None, mode: str, min_delta: float = 0.0) -> bool:
+    """Whether `value` beats `best` by more than `min_delta` (`mode` 'min' or 'max'); NaN never does."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    if best is None:
+        return True
+    return value < best - min_delta if mode == "min" else value > best + min_delta
+
+
+def read_state(path: str) -> dict:
+    """A small JSON state file, or {} when missing or unreadable."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
 
 
 class EarlyStoppingHook(Hook):
@@ -30,6 +51,10 @@ class EarlyStoppingHook(Hook):
       patience: evaluations without improvement that are tolerated.
       min_delta: the smallest change that counts as an improvement.
       baseline: an initial best value to beat (None: the first evaluation).
+      state_path: a JSON file keeping best value and bad evaluations across restarts (read
+        when it records the same monitor and mode, written atomically after each evaluation).
+      field: the config key named when `monitor` is not an evaluation metric (a `ConfigError`
+        then, instead of a `KeyError`).
 
     Attributes:
       best, best_step: the best value and its global step.
@@ -38,7 +63,7 @@ class EarlyStoppingHook(Hook):
     """
 
     def __init__(self, monitor: str = "loss", mode: str = "auto", patience: int = 3, min_delta: float = 0.0,
-                 baseline: float | None = None):
+                 baseline: float | None = None, state_path: str | None = None, field: str | None = None):
         if mode == "auto":
             mode = "min" if ("loss" in monitor or "error" in monitor) else "max"
         if mode not in ("min", "max"):
@@ -56,24 +81,40 @@ class EarlyStoppingHook(Hook):
         self.bad_evals = 0
         self.evals = 0
         self.stopped_step: int | None = None
+        self.state_path = state_path
+        self.field = field
+        if state_path:
+            state = read_state(state_path)
+            if state.get("metric") == monitor and state.get("mode") == mode:
+                self.best, self.bad_evals = state.get("best"), state.get("bad_evals", 0)
 
     def after_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
-        from tpuestimator.training import _better
+        self.update(step, metrics)
 
+    def update(self, step: int, metrics: Mapping[str, Any]) -> bool:
+        """Records an evaluation; True when training should stop."""
         if self.monitor not in metrics:
+            if self.field:
+                raise ConfigError(self.field, self.monitor,
+                                  "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
             raise KeyError(f"EarlyStoppingHook monitors `{self.monitor}` but the evaluation returned "
                            f"{sorted(metrics)}; pass one of them as `monitor`.")
         value = metrics[self.monitor]
         self.evals += 1
-        if _better(value, self.best, self.mode, self.min_delta):
+        if improved(value, self.best, self.mode, self.min_delta):
             self.best, self.best_step, self.bad_evals = value, step, 0
-            return
-        self.bad_evals += 1
-        if self.bad_evals > self.patience and not self.stop_training:
+        else:
+            self.bad_evals += 1
+        if self.state_path:
+            atomic_write_json(self.state_path, {"metric": self.monitor, "mode": self.mode, "best": self.best,
+                                                "bad_evals": self.bad_evals, "step": step})
+        stop = self.bad_evals > self.patience
+        if stop and not self.stop_training:
             self.stop_training = True
             self.stopped_step = step
             logger.info("early stopping at step %d: %s has not improved on %s (step %s) for %d evaluations",
                         step, self.monitor, self.best, self.best_step, self.bad_evals)
+        return stop
 
 
 class CheckpointSaverHook(Hook):

@@ -1,4 +1,4 @@
-"""`WatchHook`: seed 002's `tf.Print(..., first_n=, summarize=)` for TensorFlow 2 (`debug.watch`).
+"""`WatchHook`: TF1's `tf.Print(..., first_n=, summarize=)` for TensorFlow 2 (`debug.watch`).
 
 Every `every_n_loops` loops, for the first `first_n` times, the hook logs the first
 `summarize` values of named model outputs: prediction keys (`probabilities`, `class_id`,
@@ -85,30 +85,29 @@ class WatchHook(Hook):
             self._fn = self._build()
 
     def _batch(self):
-        from tpuestimator.estimator import _split
-        from tpuestimator.spec import Mode
+        from tpuestimator.spec import Mode, split_element
 
         est = self.estimator
-        input_fn = self.input_fn or (est._train_iter[0] if est._train_iter else None)
+        input_fn = self.input_fn or (est.train_input.input_fn if est.train_input else None)
         if input_fn is None:
             raise RuntimeError("WatchHook: no input to take the watched batch from; pass input_fn=")
-        params = est._params(Mode.TRAIN, est.config.train_batch_size, "train.batch_size")
+        params = est.input_params(Mode.TRAIN)
         params["start_step"] = 0
         element = next(iter(input_fn(params).take(1)))
-        features, _ = _split(element)
+        features, _ = split_element(element)
         return features
 
     def _build(self):
         import keras
 
         from tpuestimator.errors import ConfigError
-        from tpuestimator.estimator import _single_or_dict
+        from tpuestimator.spec import model_inputs
 
         est = self.estimator
         spec = est.spec
         model = spec.model
         features = self._batch()
-        inputs = _single_or_dict(features)
+        inputs = model_inputs(features)
         outputs = model(inputs, training=False)
         predictions = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
         predictions.setdefault("outputs", outputs)

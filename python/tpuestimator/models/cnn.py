@@ -1,6 +1,6 @@
 """Seed 002 (chapter 19)'s MNIST CNN, as a TensorFlow 2 model function.
 
-The seed's TF1 `model_fn` with `tf.layers` becomes a Keras model; `CrossShardOptimizer` and
+TPUEstimator's MNIST example's TF1 `model_fn` with `tf.layers` becomes a Keras model; `CrossShardOptimizer` and
 the `mode` branches disappear (the Estimator handles replicas and modes).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ def cnn(params: dict) -> ModelSpec:
     """conv 5x5 (32) -> pool -> conv 5x5 (64) -> pool -> dense 128 -> dropout 0.4 -> logits.
 
     params: learning_rate (default 0.001), num_classes, filters ([32, 64]), kernel_size (5),
-    dense_units (128), dropout (0.4), optimizer ("adam" or "sgd"; the seed used SGD with an
+    dense_units (128), dropout (0.4), optimizer ("adam" or "sgd"; the TPUEstimator example used SGD with an
     exponentially decaying rate).
     """
     import keras

@@ -14,7 +14,7 @@ def image_classifier(params: dict) -> ModelSpec:
     """Two conv + pool blocks (with batch norm), a dense layer with dropout, then logits.
 
     params: learning_rate (default 0.001), num_classes, nfil1 (64), nfil2 (32), ksize1 (3),
-    ksize2 (3), dense_units (num_classes * 8 as in the seed's cnn_model sizing), dprob (0.25),
+    ksize2 (3), dense_units (num_classes * 8 as in the flowers example's cnn_model sizing), dprob (0.25),
     batch_norm (true).
     """
     import keras

@@ -1,4 +1,4 @@
-"""Run records in tfruns's format (shared/reference/tfruns-format.md).
+"""Run records in tfruns's format (docs/RUN_FORMAT.md).
 
 Writing: `RunRecorder` (one run folder per training). Reading: `ls_runs`, `latest_run`,
 `run_info`, `resolve_run`, `clean_runs`. Checking: `check_run_dir`. Reports:

@@ -10,6 +10,10 @@ non-null value of every metrics.json array but ``epoch``, the x axis, which tfru
 ``failed``, ``running``, ``interrupted``), then the other properties sorted by name.
 `column_types()` gives each column's type.
 
+Over 400 lines on purpose: this is the one Python reader, kept line for line beside R's
+(R/runs.R) so the shared-fixture tests can hold the two to the same columns; splitting it
+would spread one contract over several files.
+
 "Latest" means the greatest folder name, as in tfruns. Reading is lenient (one broken run is
 logged and shown with what could be read); `check_run_dir()` is the strict side.
 """

@@ -20,6 +20,10 @@ so a run killed with SIGKILL is still a valid, listable run (``completed`` FALSE
 ``end`` also moves forward at every training loop (`heartbeat()`, at most every few seconds),
 so a killed run's duration is right to within that.
 Nothing here imports TensorFlow.
+
+Over 400 lines on purpose: the writer's crash-safety rules (what is on disk after a kill at
+any line) hold only as one class whose every write goes through the same atomic helpers and
+lock; docs/RUN_FORMAT.md lists those rules one by one.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turning Python values into what tfruns's reader accepts (tfruns-format.md, rules 3-6).
+"""Turning Python values into what tfruns's reader accepts (docs/RUN_FORMAT.md).
 
 - Flags are flat scalars: nested mappings are flattened to dotted keys (``optimizer.beta1``),
   lists and tuples are written as their JSON text (``"[64, 32]"``).

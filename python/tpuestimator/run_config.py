@@ -1,0 +1,71 @@
+"""`RunConfig`: how and where an Estimator runs.
+
+Its defaults are the config file's defaults (`tpuestimator.config.DEFAULTS`, the one source
+of defaults, which `config.schema.json` validates): each field names its config key in its
+metadata, so `RunConfig.from_job` is derived from the fields, never a hand-kept mapping.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from tpuestimator.config import DEFAULTS
+from tpuestimator.errors import ConfigError
+
+
+def _from_config(key: str):
+    """A dataclass field whose default is the config's default for `key` ('section.name')."""
+    section, name = key.split(".")
+    return dataclasses.field(default=DEFAULTS[section][name], metadata={"config": key})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """How and where an Estimator runs. Batch sizes are GLOBAL (all replicas together)."""
+
+    model_dir: str
+    train_batch_size: int = _from_config("train.batch_size")
+    eval_batch_size: int = _from_config("eval.batch_size")
+    predict_batch_size: int = _from_config("predict.batch_size")
+    iterations_per_loop: int = _from_config("train.iterations_per_loop")
+    save_checkpoints_steps: int | None = _from_config("train.save_checkpoints_steps")
+    keep_checkpoint_max: int = _from_config("train.keep_checkpoint_max")
+    async_checkpoint: bool = _from_config("train.async_checkpoint")
+    strategy: str = _from_config("run.strategy")
+    num_cpu_devices: int | None = _from_config("run.num_cpu_devices")
+    tpu: str | None = _from_config("run.tpu")
+    zone: str | None = _from_config("run.zone")
+    project: str | None = _from_config("run.project")
+    precision: str = _from_config("run.precision")
+    jit_compile: bool = _from_config("run.jit_compile")
+    seed: int | None = _from_config("run.seed")
+    nan_sentinel: bool = _from_config("debug.nan_sentinel")
+    warm_start_from: str | None = _from_config("train.warm_start_from")
+
+    def __post_init__(self):
+        for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "iterations_per_loop",
+                     "keep_checkpoint_max"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(name, value, "a positive integer")
+        if self.save_checkpoints_steps is not None and (
+                not isinstance(self.save_checkpoints_steps, int) or self.save_checkpoints_steps < 1):
+            raise ConfigError("save_checkpoints_steps", self.save_checkpoints_steps, "a positive integer or None")
+        if self.precision not in ("float32", "mixed_bfloat16", "mixed_float16"):
+            raise ConfigError("precision", self.precision, "one of 'float32', 'mixed_bfloat16', 'mixed_float16'")
+        if not self.model_dir:
+            raise ConfigError("model_dir", self.model_dir, "a folder for checkpoints")
+
+    @classmethod
+    def from_job(cls, job, model_dir: str | None = None) -> "RunConfig":
+        """Builds a RunConfig from a `tpuestimator.config.JobConfig` (every field from its config key)."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            key = field.metadata.get("config")
+            if key:
+                section, name = key.split(".")
+                values[field.name] = job.raw[section][name]
+        return cls(model_dir=model_dir or job.model_dir, **values)
+
+    def run_section(self) -> dict:
+        return {"strategy": self.strategy, "num_cpu_devices": self.num_cpu_devices, "tpu": self.tpu,
+                "zone": self.zone, "project": self.project}

@@ -1,0 +1,117 @@
+"""The public training state: everything a built Estimator trains, evaluates and checkpoints.
+
+`Estimator.state` is a `TrainingState` once the model is built (the first `train`,
+`evaluate` or `predict`, or `Estimator.build`). Hooks, the debug tools and the checks read
+the model, optimizer, global step, checkpoint manager and metrics here, never through the
+Estimator's private attributes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tpuestimator.errors import ModelFnError
+from tpuestimator.spec import ModelSpec
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """A built model and what trains it.
+
+    Attributes:
+      spec: the `ModelSpec` the model function returned (with the optimizer built, wrapped in
+        a `LossScaleOptimizer` under `mixed_float16`).
+      model, optimizer: `spec.model` and `spec.optimizer`.
+      global_step: the int64 `tf.Variable` counting training steps (checkpointed as `step`).
+      checkpoint, manager: the `tf.train.Checkpoint` (model, optimizer, step) and its
+        `tf.train.CheckpointManager` in the model dir.
+      feature_spec: {feature name: (shape without the batch, dtype name)} of the input.
+      train_metrics: {"loss": Mean, "report/<name>": Mean}, read and reset after each loop.
+      eval_loss, eval_count: the evaluation's masked mean loss and example count.
+      eval_metrics: {name: (keras Metric, None or fn(labels, outputs) -> values)}.
+    """
+
+    spec: ModelSpec
+    optimizer: Any
+    global_step: Any
+    checkpoint: Any
+    manager: Any
+    feature_spec: dict
+    train_metrics: dict
+    eval_loss: Any
+    eval_count: Any
+    eval_metrics: dict
+
+    @property
+    def model(self):
+        return self.spec.model
+
+    @property
+    def step(self) -> int:
+        """The global step as a Python int (one device read)."""
+        return int(self.global_step.numpy())
+
+    @property
+    def report_names(self) -> list[str]:
+        return list(self.spec.report)
+
+    def latest_checkpoint(self) -> str | None:
+        return self.manager.latest_checkpoint
+
+    def sentinel_variables(self) -> list:
+        """What the NaN/Inf sentinel checks: the trainable weights and the optimizer's state
+        (e.g. Adam's moments, which can overflow while the weights stay finite), so that no
+        checkpoint with a non-finite value is ever written."""
+        return [*self.model.trainable_variables, *self.optimizer.variables]
+
+    def eval_metric_objects(self) -> list:
+        return [self.eval_loss, self.eval_count, *(m for m, _ in self.eval_metrics.values())]
+
+
+def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precision: str, checkpoint_dir: str,
+                keep_checkpoint_max: int) -> TrainingState:
+    """Calls the model function in the strategy's scope (under `precision`'s Keras policy) and
+    builds the model, optimizer, global step, metrics and checkpoint manager around it.
+
+    Raises:
+      ModelFnError: the model function returned something else than a `ModelSpec`, or a
+        metric that is neither a Keras metric nor a callable.
+    """
+    import keras
+    import tensorflow as tf
+
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        with strategy.scope():
+            spec = model_fn(params)
+            if not isinstance(spec, ModelSpec):
+                raise ModelFnError(f"The model function must return a tpuestimator.ModelSpec. Received: {type(spec).__name__}")
+            optimizer = spec.optimizer() if callable(spec.optimizer) and not hasattr(spec.optimizer, "apply_gradients") else spec.optimizer
+            if precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            if not spec.model.built:
+                spec.model.build({k: (None, *s) for k, (s, _) in feature_spec.items()})
+            optimizer.build(spec.model.trainable_variables)
+            step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            train_metrics = {"loss": keras.metrics.Mean(name="loss"),
+                             **{f"report/{name}": keras.metrics.Mean(name=name) for name in spec.report}}
+            eval_loss = keras.metrics.Mean(name="loss")
+            eval_metrics = {}
+            for name, metric in spec.metrics.items():
+                if isinstance(metric, keras.metrics.Metric):
+                    eval_metrics[name] = (metric, None)
+                elif callable(metric):
+                    eval_metrics[name] = (keras.metrics.Mean(name=name), metric)
+                else:
+                    raise ModelFnError(f"ModelSpec.metrics['{name}'] must be a keras.metrics.Metric or a callable. Received: {metric!r}")
+            eval_count = keras.metrics.Sum(name="num_examples")
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+    checkpoint = tf.train.Checkpoint(model=spec.model, optimizer=optimizer, step=step)
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max, step_counter=step)
+    return TrainingState(spec=dataclasses.replace(spec, optimizer=optimizer), optimizer=optimizer,
+                         global_step=step, checkpoint=checkpoint, manager=manager, feature_spec=feature_spec,
+                         train_metrics=train_metrics, eval_loss=eval_loss, eval_count=eval_count,
+                         eval_metrics=eval_metrics)

@@ -1,0 +1,203 @@
+"""Architecture rules of python/tpuestimator, checked by reading the source (no imports).
+
+- No import cycles between modules, counting imports inside functions: a cycle hidden in a
+  function body is still a cycle (it only fails later, and in a harder-to-read way).
+- No private name (`_x`) imported from another module: what a module shares is public.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tpuestimator"
+
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(modules: dict[str, Path]):
+    """{module: {(imported module, imported name or None)}} for every import in the file."""
+    out: dict[str, set[tuple[str, str | None]]] = {}
+    for name, path in modules.items():
+        found: set[tuple[str, str | None]] = set()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    found.add((alias.name, None))
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve(name, path.name == "__init__.py", node)
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in modules:  # `from pkg import submodule`
+                        found.add((f"{target}.{alias.name}", None))
+                    else:
+                        found.add((target, alias.name))
+        out[name] = found
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, imported in _imports(modules).items():
+        edges = set()
+        for target, _ in imported:
+            if target in modules and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _is_package_parent(a: str, b: str) -> bool:
+    return b.startswith(a + ".") or a.startswith(b + ".")
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # A package's __init__ re-exporting its own submodules is not a cycle of concepts, but a
+    # submodule importing its package's __init__ back is: drop only the parent->child edges.
+    graph = {m: {t for t in ts if not t.startswith(m + ".")} for m, ts in graph.items()}
+    cycles = list(_cycles(graph))
+    assert not cycles, "import cycles in python/tpuestimator: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in cycles)
+
+
+def test_cycle_finder_finds_a_cycle_inside_functions(tmp_path):
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [{"a", "b", "c"}]
+
+
+def test_no_private_names_imported_across_modules():
+    modules = _modules()
+    offenders = []
+    for name, imported in _imports(modules).items():
+        for target, attr in imported:
+            if target.startswith("tpuestimator") and attr and attr.startswith("_") and not attr.startswith("__"):
+                offenders.append(f"{name} imports {target}.{attr}")
+    assert not offenders, "private names imported across modules: " + "; ".join(sorted(offenders))
+
+
+def test_config_defaults_have_one_source_the_schema():
+    import dataclasses
+    import json
+
+    from tpuestimator.config import DEFAULTS, schema_defaults
+    from tpuestimator.data.spec import _SECTION_DEFAULTS  # noqa: PLC2701  (the test reads the module's table)
+    from tpuestimator.run_config import RunConfig
+
+    schema = json.loads((PACKAGE / "schema" / "config.schema.json").read_text())
+    assert DEFAULTS == schema_defaults(schema)
+    assert _SECTION_DEFAULTS is DEFAULTS["data"]
+    for field in dataclasses.fields(RunConfig):
+        key = field.metadata.get("config")
+        if key:
+            section, name = key.split(".")
+            assert field.default == DEFAULTS[section][name], field.name
+    assert {f.name for f in dataclasses.fields(RunConfig) if not f.metadata.get("config")} == {"model_dir"}
+
+
+CORE = ("tpuestimator.estimator", "tpuestimator.controller", "tpuestimator.loops", "tpuestimator.steps",
+        "tpuestimator.state", "tpuestimator.checkpointing", "tpuestimator.batching", "tpuestimator.spec",
+        "tpuestimator.run_config", "tpuestimator.hooks.base")
+ABOVE_CORE = ("tpuestimator.job", "tpuestimator.debug", "tpuestimator.runs", "tpuestimator.training",
+              "tpuestimator.check", "tpuestimator.commands", "tpuestimator.cli", "tpuestimator.hooks.builtin")
+
+
+def test_core_does_not_import_the_layers_above_it():
+    """docs/ARCHITECTURE.md: the core knows nothing of jobs, run records, debug reports or R."""
+    graph = _graph()
+    offenders = [f"{m} imports {t}" for m in CORE for t in sorted(graph.get(m, ()))
+                 if any(t == a or t.startswith(a + ".") for a in ABOVE_CORE)]
+    assert not offenders, offenders
+
+
+# Private attributes of other libraries that a module must patch, with the reason at the use.
+PRIVATE_ATTRIBUTE_EXCEPTIONS = {
+    # the Keras 3 fix for TF's async checkpoint (checkpointing.keras_async_checkpoint_fix)
+    ("tpuestimator.checkpointing", "_copy_trackable_to_cpu"),
+    # per-device input datasets without autotuning (workarounds.fast_multi_device_iterator_teardown)
+    ("tpuestimator.workarounds", "_create_device_dataset"),
+}
+
+
+def test_no_private_attributes_of_other_objects():
+    """Modules use what other objects make public (`estimator.state`, `estimator.train_input`,
+    ...), never `other._x`; only `self._x` / `cls._x`."""
+    offenders = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        # An object a classmethod made with `x = cls(...)` is the class's own: x._y is fine.
+        own = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+               and isinstance(node.value.func, ast.Name) and node.value.func.id == "cls"
+               for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", *own):
+                    continue
+                if (name, node.attr) not in PRIVATE_ATTRIBUTE_EXCEPTIONS:
+                    offenders.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, offenders
+
+
+def test_long_modules_say_why_at_their_top():
+    """A module over 400 lines explains why in its docstring (docs/ARCHITECTURE.md)."""
+    offenders = []
+    for name, path in _modules().items():
+        text = path.read_text()
+        if text.count("\n") > 400 and "400 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
+            offenders.append(f"{name} ({text.count(chr(10))} lines)")
+    assert not offenders, offenders
