@@ -8,9 +8,12 @@
 #' (unless `TPUESTIMATORR_PYTHON` or `RETICULATE_PYTHON` points elsewhere).
 #'
 #' @param envname Name of (or path to) the virtualenv. Default `"r-tpuestimator"`.
-#' @param extra Optional extras to install with it: any of `"cpu"`, `"gpu"`,
-#'   `"tpu"`, `"beam"` (`"gpu"` brings `tensorflow[and-cuda]`, `"tpu"` brings
-#'   `tensorflow-tpu`). `NULL` installs the default TensorFlow.
+#' @param extra Extras of the Python package to install: the TensorFlow build,
+#'   one of `"tensorflow"` (the plain build), `"cpu"` (`tensorflow-cpu`, smaller),
+#'   `"gpu"` (`tensorflow[and-cuda]`) or `"tpu"` (`tensorflow-tpu`), plus any of
+#'   `"beam"`, `"dev"`, `"r"`. Without a TensorFlow build (`NULL`, or say
+#'   `"beam"` alone) `"tensorflow"` is added: the Python package leaves
+#'   TensorFlow to an extra.
 #' @param path Local source folder of the Python package (holding
 #'   `pyproject.toml`). Default: the source checkout this R package was installed
 #'   from, when it can be found; otherwise the package is taken from the index.
@@ -32,15 +35,7 @@
 install_tpuestimator <- function(envname = "r-tpuestimator", extra = NULL, path = NULL,
                                  python = NULL, editable = FALSE, ...) {
   envname <- as_string(envname, "envname")
-  allowed_extras <- c("cpu", "gpu", "tpu", "beam", "dev", "r")
-  if (!is.null(extra)) {
-    extra <- as.character(extra)
-    bad <- setdiff(extra, allowed_extras)
-    if (length(bad)) {
-      stop("`extra` must be NULL or some of ", paste(dQuote(allowed_extras, FALSE), collapse = ", "),
-           ". Received: extra = ", deparse(extra), ".", call. = FALSE)
-    }
-  }
+  extra <- tpuestimator_extras(extra)
   if (is.null(path)) {
     path <- find_python_source()
   } else if (identical(path, NA)) {
@@ -139,4 +134,23 @@ tpuestimator_python <- function() {
 absolute_path <- function(path) {
   path <- path.expand(path)
   if (grepl("^(/|[A-Za-z]:)", path)) path else file.path(getwd(), path)
+}
+
+# The extras to install: those asked for, with the plain TensorFlow build added when none of
+# the builds is among them (TensorFlow is an extra of the Python package).
+tpuestimator_extras <- function(extra) {
+  builds <- c("tensorflow", "cpu", "gpu", "tpu")
+  allowed <- c(builds, "beam", "dev", "r")
+  extra <- if (is.null(extra)) character() else as.character(extra)
+  bad <- setdiff(extra, allowed)
+  if (length(bad) || anyNA(extra)) {
+    stop("`extra` must be NULL or some of ", paste(dQuote(allowed, FALSE), collapse = ", "),
+         ". Received: extra = ", deparse(extra), ".", call. = FALSE)
+  }
+  if (sum(extra %in% builds) > 1L) {
+    stop("`extra` names more than one TensorFlow build (", paste(extra[extra %in% builds], collapse = ", "),
+         "): choose one of ", paste(dQuote(builds, FALSE), collapse = ", "), ".", call. = FALSE)
+  }
+  if (!any(extra %in% builds)) extra <- c("tensorflow", extra)
+  unique(extra)
 }

@@ -70,3 +70,12 @@ test_that("DESCRIPTION states the supported tpuestimator versions the check uses
   expect_match(requirements, paste0("tpuestimator package (>= ", versions[["min"]], ", < ", versions[["below"]]),
                fixed = TRUE)
 })
+
+test_that("install_tpuestimator() always installs one TensorFlow build", {
+  expect_equal(tpuestimator_extras(NULL), "tensorflow")
+  expect_equal(tpuestimator_extras("beam"), c("tensorflow", "beam"))
+  expect_equal(tpuestimator_extras(c("cpu", "beam")), c("cpu", "beam"))
+  expect_equal(tpuestimator_extras("tpu"), "tpu")
+  expect_error(tpuestimator_extras("bogus"), "`extra` must be NULL or some of.*bogus")
+  expect_error(tpuestimator_extras(c("cpu", "gpu")), "more than one TensorFlow build \\(cpu, gpu\\)")
+})
