@@ -88,8 +88,8 @@ class Bench:
 
     def hooks(self, config: str) -> list:
         from tpuestimator.hooks.builtin import LoggingHook, ProgressBarHook, SummaryHook
-        from tpuestimator.hooks.hparams import HParamsHook
         from tpuestimator.hooks.host_call import HostCallHook
+        from tpuestimator.hooks.hparams import HParamsHook
 
         if config not in self._hooks:
             hooks: list = []
@@ -164,7 +164,7 @@ class HookTimer:
         return 1000 * sum(self.call) / max(1, len(self.call) // 2) if self.call else 0.0  # begin + end
 
 
-def sentinel_read_cost(bench: "Bench", calls: int = 300) -> dict:
+def sentinel_read_cost(bench: Bench, calls: int = 300) -> dict:
     """ms per loop of the loop's metric read with and without the sentinel's finiteness check
     (the sentinel's only device work), alternating calls; plus its host-side check."""
     from tpuestimator.loops import make_loop_reader

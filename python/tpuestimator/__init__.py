@@ -46,8 +46,7 @@ def __getattr__(name: str):
 
 if TYPE_CHECKING:  # pragma: no cover
     from tpuestimator.config import JobConfig, load_config
-    from tpuestimator.errors import (ConfigError, DataError, NonFiniteError, TPUEstimatorError,
-                                     TPUUnavailableError)
+    from tpuestimator.errors import ConfigError, DataError, NonFiniteError, TPUEstimatorError, TPUUnavailableError
     from tpuestimator.estimator import Estimator, RunConfig
     from tpuestimator.hooks.base import Hook
     from tpuestimator.job import run_job

@@ -11,10 +11,11 @@ import dataclasses
 import difflib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -108,7 +109,7 @@ class JobConfig:
     def to_dict(self) -> dict:
         return copy.deepcopy(dict(self.raw))
 
-    def replace(self, **sections: Any) -> "JobConfig":
+    def replace(self, **sections: Any) -> JobConfig:
         """A copy with whole sections merged in (validated again)."""
         raw = self.to_dict()
         for key, value in sections.items():

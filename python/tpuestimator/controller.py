@@ -31,7 +31,7 @@ class Cadence:
     save_checkpoints_steps: int | None
 
     @classmethod
-    def from_config(cls, config) -> "Cadence":
+    def from_config(cls, config) -> Cadence:
         return cls(config.iterations_per_loop, config.save_checkpoints_steps)
 
     def loop_size(self, step: int, target: int | None, hooks) -> int:

@@ -8,10 +8,11 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from tpuestimator.errors import ConfigError, TPUUnavailableError
 from tpuestimator import workarounds
+from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
 

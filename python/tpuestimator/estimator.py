@@ -22,9 +22,11 @@ import dataclasses
 import logging
 import os
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from tpuestimator import checkpointing
+from tpuestimator import steps as replica_steps
 from tpuestimator.batching import MASK_KEY, pad_and_mask
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
@@ -33,9 +35,8 @@ from tpuestimator.hooks.base import HookList
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
-from tpuestimator.spec import Mode, ModelSpec, split_element
-from tpuestimator import steps as replica_steps
 from tpuestimator.serving import serving_module
+from tpuestimator.spec import Mode, ModelSpec, split_element
 from tpuestimator.state import TrainingState, build_state
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
@@ -313,7 +314,7 @@ class Estimator:
         return self._loop_reader_fn
 
     def train(self, input_fn, steps: int | None = None, max_steps: int | None = None,
-              hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> "Estimator":
+              hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> Estimator:
         """Trains the model.
 
         Args:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig, dump_config, load_config

@@ -8,7 +8,7 @@ building them again for the next Estimator in the same process does not warn of 
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tpuestimator.tracing import device_function
 

@@ -56,7 +56,7 @@ class RunConfig:
             raise ConfigError("model_dir", self.model_dir, "a folder for checkpoints")
 
     @classmethod
-    def from_job(cls, job, model_dir: str | None = None) -> "RunConfig":
+    def from_job(cls, job, model_dir: str | None = None) -> RunConfig:
         """Builds a RunConfig from a `tpuestimator.config.JobConfig` (every field from its config key)."""
         values = {}
         for field in dataclasses.fields(cls):

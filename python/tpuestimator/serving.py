@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from tpuestimator.errors import ConfigError
 from tpuestimator.spec import model_inputs

@@ -36,7 +36,7 @@ def make_forward_backward(state, global_batch: int, *, precision: str = "float32
             per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n([tf.cast(l, tf.float32) for l in model.losses]))
+                loss += tf.nn.scale_regularization_loss(tf.add_n([tf.cast(reg, tf.float32) for reg in model.losses]))
             to_differentiate = optimizer.scale_loss(loss) if loss_scaled else loss
         grads = tape.gradient(to_differentiate, model.trainable_variables)
         reports = {name: fn(labels, outputs) for name, fn in spec.report.items()}

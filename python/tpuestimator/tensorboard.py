@@ -27,15 +27,16 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from tpuestimator.errors import TPUEstimatorError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
-_live: "weakref.WeakSet[TensorBoardServer]" = weakref.WeakSet()
+_live: weakref.WeakSet[TensorBoardServer] = weakref.WeakSet()
 _live_lock = threading.Lock()
 
 
@@ -180,7 +181,7 @@ class TensorBoardServer:
                 _live.discard(self)
         logger.info("TensorBoard on %s stopped", self.url)
 
-    def __enter__(self) -> "TensorBoardServer":
+    def __enter__(self) -> TensorBoardServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

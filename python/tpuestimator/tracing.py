@@ -11,7 +11,7 @@ own, and a real retrace of one function still warns.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 
 def device_function(fn: Callable, **kwargs):

@@ -10,7 +10,8 @@ import dataclasses
 import logging
 import os
 import shutil
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import as_hook
@@ -58,7 +59,7 @@ class EvalSpec:
     input_fn: Callable
     steps: int | None = None
     every_n_steps: int | None = None
-    exporters: Sequence["Exporter"] = ()
+    exporters: Sequence[Exporter] = ()
     early_stopping: EarlyStopping | None = None
     hooks: Sequence[Any] = ()
     name: str = "eval"
@@ -86,7 +87,7 @@ class Exporter:
         return path
 
     def _garbage_collect(self) -> None:
-        versions = sorted((int(d) for d in os.listdir(self.dir) if d.isdigit()))
+        versions = sorted(int(d) for d in os.listdir(self.dir) if d.isdigit())
         for old in versions[:-self.keep]:
             shutil.rmtree(os.path.join(self.dir, str(old)), ignore_errors=True)
 

@@ -29,8 +29,8 @@ FORCE = os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1"
 
 def _require_rpy2():
     try:
-        import rpy2.robjects  # noqa: F401
         import rpy2.rinterface
+        import rpy2.robjects  # noqa: F401
     except Exception as exc:  # ImportError, or R not found by rpy2
         message = f"rpy2 is not importable ({type(exc).__name__}: {exc}); pip install rpy2==3.5.17"
         if FORCE:

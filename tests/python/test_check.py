@@ -1,13 +1,9 @@
 """`tpuestimator check`: passes on the built-in models, names the op of a data-dependent shape."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from tpuestimator.check import check_config
-
-from conftest import REPO
 
 
 def _digits_config(tmp_path):

@@ -8,10 +8,9 @@ import sys
 import pytest
 import yaml
 
+from conftest import FIXTURES
 from tpuestimator.config import load_config
 from tpuestimator.errors import ConfigError
-
-from conftest import FIXTURES
 
 BAD = yaml.safe_load((FIXTURES / "bad_configs.yaml").read_text())
 

@@ -13,8 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpuestimator.data import (corrupt_records_skipped, count_corrupt, encode, make_input_fn, num_examples,
-                               translate_errors)
+from tpuestimator.data import (
+    corrupt_records_skipped,
+    count_corrupt,
+    encode,
+    make_input_fn,
+    num_examples,
+    translate_errors,
+)
 from tpuestimator.data.diagnose import scan_file
 from tpuestimator.data.spec import resolve_section
 from tpuestimator.errors import DataError
@@ -85,7 +91,7 @@ def test_label_assertion_uses_params_num_classes_without_vocabulary():
             for _ in make_input_fn(section, "eval")({"batch_size": 8, "num_classes": 3}):
                 pass
     # without a class count, labels are not checked
-    assert sum(int(l.shape[0]) for _, l in make_input_fn(section, "eval")({"batch_size": 8})) == 8
+    assert sum(int(labels.shape[0]) for _, labels in make_input_fn(section, "eval")({"batch_size": 8})) == 8
 
 
 def test_assertions_min_max_finite_shape(tmp_path):

@@ -32,7 +32,7 @@ def test_beam_direct_runner_matches_local_writer_on_an_image_folder(tmp_path):
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    for k, cls in enumerate(["a", "b", "c"]):
+    for cls in ["a", "b", "c"]:
         (tmp_path / "img" / cls).mkdir(parents=True)
         for i in range(4):
             Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).save(

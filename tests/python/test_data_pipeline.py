@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpuestimator.data import (describe_features, encode, make_input_fn, num_classes, parse_serialized,
-                               vocabulary, write_tfrecords)
+from tpuestimator.data import (
+    describe_features,
+    encode,
+    make_input_fn,
+    num_classes,
+    parse_serialized,
+    vocabulary,
+    write_tfrecords,
+)
 from tpuestimator.errors import DataError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

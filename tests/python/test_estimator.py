@@ -52,7 +52,7 @@ def test_loss_curves_agree_on_1_and_8_replicas(tmp_path):
         est = _estimator(tmp_path / strategy, strategy=strategy, iterations_per_loop=5)
         losses = []
         est.train(array_input_fn(x, y), max_steps=40,
-                  hooks=[lambda event, info: losses.append(info["loss"]) if event == "after_loop" else None])
+                  hooks=[lambda event, info, losses=losses: losses.append(info["loss"]) if event == "after_loop" else None])
         curves.append(losses)
     assert len(curves[0]) == len(curves[1]) == 8
     np.testing.assert_allclose(curves[0], curves[1], rtol=1e-4, atol=1e-5)
@@ -163,6 +163,7 @@ def test_hook_stops_training_by_flag(tmp_path):
 
 def test_nan_sentinel_stops_without_writing_a_nonfinite_checkpoint(tmp_path):
     import tensorflow as tf
+
     from tpuestimator import Estimator, RunConfig
     from tpuestimator.errors import NonFiniteError
 

@@ -45,7 +45,7 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     assert (tmp_path / run_dir / "tfruns.d" / "evaluation.json").is_file()
 
     # Estimator.predict in this process against the SavedModel in a fresh process.
-    from tpuestimator.job import build_estimator, load_job_config, input_fn_for
+    from tpuestimator.job import build_estimator, input_fn_for, load_job_config
 
     cfg = load_job_config(str(tmp_path / "models" / "digits"))
     est = build_estimator(cfg, model_dir=str(tmp_path / "models" / "digits"))

@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.runs import (RunNotFoundError, RunRecorder, check_run_dir, clean_runs, latest_run, ls_runs,
-                               resolve_run, run_info)
+from tpuestimator.runs import (
+    RunNotFoundError,
+    RunRecorder,
+    check_run_dir,
+    clean_runs,
+    latest_run,
+    ls_runs,
+    resolve_run,
+    run_info,
+)
 from tpuestimator.runs.validate import check_runs_dir
 
 

@@ -6,7 +6,8 @@ augmented per batch, vectorised (`make_augmenter`). Both draw fresh randomness p
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from tpuestimator.data import encode
 from tpuestimator.errors import DataError

@@ -7,7 +7,8 @@ what share of a training loop's time is spent waiting for the next batch.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 

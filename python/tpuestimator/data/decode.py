@@ -7,7 +7,8 @@ prediction from raw files (`tpuestimator.job.predict`); imports neither of them.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -248,7 +249,7 @@ def _first_bad(path: str) -> tuple[int | None, int]:
     key = (path, st.length, st.mtime_nsec)
     if key not in _SCAN_CACHE:
         good, bad = 0, None
-        for i, rec, err in iter_records(path):
+        for i, _record, err in iter_records(path):
             if err is not None:
                 bad = i
                 break

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -62,9 +63,8 @@ def read_image(path: str, *, resize: tuple[int, int] | None = None, quality: int
     Raises:
       DataError: naming the file when it is not a readable JPEG or PNG.
     """
-    from PIL import Image, UnidentifiedImageError
-
     import tensorflow as tf
+    from PIL import Image, UnidentifiedImageError
 
     with tf.io.gfile.GFile(path, "rb") as fh:
         data = fh.read()

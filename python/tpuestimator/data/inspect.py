@@ -11,13 +11,14 @@ import io
 import logging
 import math
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
-from tpuestimator.data.diagnose import iter_records, check_example
+from tpuestimator.data.diagnose import check_example, iter_records
 from tpuestimator.data.pipeline import build_dataset, list_files
 from tpuestimator.errors import DataError
 from tpuestimator.io import atomic_write_bytes

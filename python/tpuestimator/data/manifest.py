@@ -9,7 +9,8 @@ Fields: `version`, `format` (mnist / flowers / features), `label` (the label fea
 from __future__ import annotations
 
 import collections
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tpuestimator.data import spec as specs
 

@@ -10,17 +10,24 @@ augments (train only), optionally transposes and prefetches.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
-from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER  # noqa: F401  (re-exported)
-from tpuestimator.data.assertions import check_assertions
+from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
 from tpuestimator.data.augment import make_augmenter, make_image_augmenter
-from tpuestimator.data.decode import DECODE_BATCH, BatchDecoder, list_files, make_batch_decoder  # noqa: F401
-from tpuestimator.data.decode import parse_serialized, parse_spec  # noqa: F401  (re-exported)
-from tpuestimator.data.diagnose import check_first_record as check_first, register_skipping
+from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported)
+    DECODE_BATCH,
+    BatchDecoder,
+    list_files,
+    make_batch_decoder,
+    parse_serialized,
+    parse_spec,
+)
+from tpuestimator.data.diagnose import check_first_record as check_first
+from tpuestimator.data.diagnose import register_skipping
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)

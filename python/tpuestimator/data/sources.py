@@ -8,7 +8,8 @@ from __future__ import annotations
 import csv
 import logging
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tpuestimator.config import DEFAULTS
 from tpuestimator.errors import DataError

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _EXPORTS = {
     "DumpHook": "dumps",

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 BUNDLE_JSON = "bundle.json"
 BATCH_FILE = "batch.tfrecord"

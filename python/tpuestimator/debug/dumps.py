@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tpuestimator.hooks.profiler import StepWindow, StepWindowHook, step_window
 

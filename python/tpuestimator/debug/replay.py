@@ -24,7 +24,8 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tpuestimator.spec import Mode, split_element
 from tpuestimator.tracing import device_function

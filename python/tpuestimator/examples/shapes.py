@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import io
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # Pillow is imported where it is used
+    from PIL import Image
 
 CLASSES = ("circle", "square", "triangle")
 SIZE = 32
@@ -45,7 +49,7 @@ export:
 """
 
 
-def draw_shape(kind: str, rng: np.random.Generator, size: int = SIZE) -> "Image.Image":
+def draw_shape(kind: str, rng: np.random.Generator, size: int = SIZE) -> Image.Image:
     """One RGB image of `kind` on a random background, with pixel noise."""
     from PIL import Image, ImageDraw
 

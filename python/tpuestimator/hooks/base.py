@@ -14,7 +14,8 @@ needs and nothing is found by duck typing.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tpuestimator.hooks.base import Hook
 from tpuestimator.tracing import device_function
@@ -63,23 +64,11 @@ class ScalarRowsWriter:
                 j += 1
             fn = self._fns.get(names)
             if fn is None:
-                from tensorboard.plugins.scalar import metadata as scalar_metadata
-
-                writer = self.writer
-                meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
-
-                def write_rows(steps, vals):
-                    with writer.as_default():
-                        for k in tf.range(tf.shape(steps)[0]):
-                            for c, name in enumerate(names):
-                                # tf.summary.write keeps the tag as given (tf.summary.scalar would
-                                # prefix the loop's name scope); same metadata as a scalar summary.
-                                tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
-
                 # One function per writer and set of names: tracing.device_function keeps the
                 # next job's writers from counting as retraces of this one.
-                fn = device_function(write_rows, input_signature=[tf.TensorSpec([None], tf.int64),
-                                                                  tf.TensorSpec([None, len(names)], tf.float32)])
+                fn = device_function(_scalar_rows_writer(self.writer, names),
+                                     input_signature=[tf.TensorSpec([None], tf.int64),
+                                                      tf.TensorSpec([None, len(names)], tf.float32)])
                 self._fns[names] = fn
             chunk = rows[i:j]
             fn(tf.constant([s for s, _ in chunk], tf.int64),
@@ -257,3 +246,21 @@ class TimingHook(Hook):
     def after_loop(self, step, logs):
         if self._t is not None:
             self.loop_times.append(time.perf_counter() - self._t)
+
+
+def _scalar_rows_writer(writer, names: tuple):
+    """`write_rows(steps, vals)`: rows of scalars (one column per name) into `writer`."""
+    import tensorflow as tf
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+
+    meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+
+    def write_rows(steps, vals):
+        with writer.as_default():
+            for k in tf.range(tf.shape(steps)[0]):
+                for c, name in enumerate(names):
+                    # tf.summary.write keeps the tag as given (tf.summary.scalar would prefix
+                    # the loop's name scope); same metadata as a scalar summary.
+                    tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
+
+    return write_rows

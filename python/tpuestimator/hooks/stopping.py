@@ -7,11 +7,12 @@ the exporters share.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
-import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import Hook

@@ -11,7 +11,8 @@ which the CLI shows on stderr and the run record keeps in output.log.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tpuestimator.hooks.base import Hook
 

@@ -5,8 +5,7 @@ Writing: `RunRecorder` (one run folder per training). Reading: `ls_runs`, `lates
 `write_run_report`, `write_compare_report`. Nothing here imports TensorFlow.
 """
 from tpuestimator.runs.naming import create_run_dir, format_run_name, is_run_dir, list_run_dirs
-from tpuestimator.runs.query import (RunNotFoundError, clean_runs, latest_run, ls_runs, resolve_run,
-                                     run_info)
+from tpuestimator.runs.query import RunNotFoundError, clean_runs, latest_run, ls_runs, resolve_run, run_info
 from tpuestimator.runs.record import RunRecorder
 from tpuestimator.runs.report import write_compare_report, write_run_report
 from tpuestimator.runs.validate import check_run_dir, check_runs_dir

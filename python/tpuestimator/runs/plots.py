@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from tpuestimator.runs.values import EVAL_PREFIX, STEP_KEY
 
@@ -183,17 +183,17 @@ def line_chart_svg(title: str, series: Sequence[Series], *, width: int = 520, he
         parts.append(f'<text x="{width / 2:.1f}" y="{height / 2:.1f}" text-anchor="middle" font-size="12" '
                      f'fill="#888">no values</text></svg>')
         return "".join(parts)
-    l, t, w, h = frame.left, frame.top, frame.width, frame.height
+    left, t, w, h = frame.left, frame.top, frame.width, frame.height
     for v in yt:
         y = frame.py(v)
-        parts.append(f'<line x1="{l:.1f}" y1="{y:.1f}" x2="{l + w:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        parts.append(f'<text x="{l - 6:.1f}" y="{y + 4:.1f}" text-anchor="end" font-size="11" fill="#444">{esc(format_tick(v))}</text>')
+        parts.append(f'<line x1="{left:.1f}" y1="{y:.1f}" x2="{left + w:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        parts.append(f'<text x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end" font-size="11" fill="#444">{esc(format_tick(v))}</text>')
     for v in xt:
         x = frame.px(v)
         parts.append(f'<line x1="{x:.1f}" y1="{t + h:.1f}" x2="{x:.1f}" y2="{t + h + 4:.1f}" stroke="#444"/>')
         parts.append(f'<text x="{x:.1f}" y="{t + h + 17:.1f}" text-anchor="middle" font-size="11" fill="#444">{esc(format_tick(v))}</text>')
-    parts.append(f'<rect x="{l:.1f}" y="{t:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" stroke="#888"/>')
-    parts.append(f'<text x="{l + w / 2:.1f}" y="{height - 8}" text-anchor="middle" font-size="11" fill="#444">{esc(x_label)}</text>')
+    parts.append(f'<rect x="{left:.1f}" y="{t:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" stroke="#888"/>')
+    parts.append(f'<text x="{left + w / 2:.1f}" y="{height - 8}" text-anchor="middle" font-size="11" fill="#444">{esc(x_label)}</text>')
     for s in series:
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         for seg in _segments(frame, s):
@@ -208,7 +208,7 @@ def line_chart_svg(title: str, series: Sequence[Series], *, width: int = 520, he
             if p is not None:
                 parts.append(f'<circle cx="{frame.px(p[0]):.1f}" cy="{frame.py(p[1]):.1f}" r="2" fill="{s.color}">'
                              f'<title>{esc(s.label)} @ {esc(format_tick(p[0]))}: {p[1]:.6g}</title></circle>')
-    for s, (lx, y) in zip(series, _legend_positions(series, l, width - margin[1])):
+    for s, (lx, y) in zip(series, _legend_positions(series, left, width - margin[1])):
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         parts.append(f'<line x1="{lx:.1f}" y1="{y:.1f}" x2="{lx + 18:.1f}" y2="{y:.1f}" stroke="{s.color}" stroke-width="2"{dash}/>')
         parts.append(f'<text class="legend" x="{lx + 23:.1f}" y="{y + 4:.1f}" font-size="11">{esc(s.label)}</text>')
@@ -246,17 +246,17 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
     if frame is None:
         draw.text((W / 2, H / 2), "no values", fill="#888888", font=f_small, anchor="mm")
     else:
-        l, t, w, h = frame.left, frame.top, frame.width, frame.height
+        left, t, w, h = frame.left, frame.top, frame.width, frame.height
         for v in yt:
             y = frame.py(v)
-            draw.line([(l, y), (l + w, y)], fill="#e5e5e5", width=scale)
-            draw.text((l - 6 * scale, y), format_tick(v), fill="#444444", font=f_small, anchor="rm")
+            draw.line([(left, y), (left + w, y)], fill="#e5e5e5", width=scale)
+            draw.text((left - 6 * scale, y), format_tick(v), fill="#444444", font=f_small, anchor="rm")
         for v in xt:
             x = frame.px(v)
             draw.line([(x, t + h), (x, t + h + 4 * scale)], fill="#444444", width=scale)
             draw.text((x, t + h + 6 * scale), format_tick(v), fill="#444444", font=f_small, anchor="mt")
-        draw.rectangle([l, t, l + w, t + h], outline="#888888", width=scale)
-        draw.text((l + w / 2, H - 8 * scale), x_label, fill="#444444", font=f_small, anchor="mb")
+        draw.rectangle([left, t, left + w, t + h], outline="#888888", width=scale)
+        draw.text((left + w / 2, H - 8 * scale), x_label, fill="#444444", font=f_small, anchor="mb")
         for s in series:
             color = _hex(s.color)
             for seg in _segments(frame, s):
@@ -267,7 +267,7 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
                 for x, y in seg:
                     r = 2 * scale
                     draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
-        for s, (x, y) in zip(series, _legend_positions(series, l / scale, width - 16)):
+        for s, (x, y) in zip(series, _legend_positions(series, left / scale, width - 16)):
             x, y = x * scale, y * scale
             if s.dashed:
                 _dashed_line(draw, [(x, y), (x + 18 * scale, y)], _hex(s.color), 2 * scale, 6 * scale, 4 * scale)

@@ -26,14 +26,15 @@ import os
 import shutil
 import socket
 import tarfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+import tpuestimator.runs.naming as naming
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
-import tpuestimator.runs.naming as naming
-from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 from tpuestimator.runs.record import OWNER_FILE
+from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 
 logger = logging.getLogger(__name__)
 

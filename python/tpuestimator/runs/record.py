@@ -43,15 +43,22 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
-from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 import tpuestimator.runs.naming as naming
-from tpuestimator.runs.values import (EVAL_PREFIX, STEP_KEY, X_KEY, X_KEYS, clean_evaluation, flatten_flags,
-                                       metric_value, property_text)
+from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from tpuestimator.runs.values import (
+    EVAL_PREFIX,
+    X_KEY,
+    clean_evaluation,
+    flatten_flags,
+    metric_value,
+    property_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +225,7 @@ class RunRecorder:
     @classmethod
     def create(cls, runs_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
                flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
-               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> "RunRecorder":
+               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
         """Creates a new run folder named by its UTC start time and writes its first records.
 
         Args:
@@ -255,7 +262,7 @@ class RunRecorder:
     @classmethod
     def attach(cls, run_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
                flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
-               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> "RunRecorder":
+               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
         """Records into an existing run folder (tfruns's active run, ``tfruns::run_dir()`` from R).
 
         Same arguments as `create()`. What tfruns already wrote there wins: existing
@@ -623,7 +630,7 @@ class RunRecorder:
         """``running``, ``completed`` or ``failed``."""
         return self._state
 
-    def __enter__(self) -> "RunRecorder":
+    def __enter__(self) -> RunRecorder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -10,8 +10,9 @@ import base64
 import datetime as _dt
 import html
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tpuestimator.io import atomic_write_text
 from tpuestimator.runs.plots import PALETTE, Series, line_chart_svg, metric_groups, run_series

@@ -17,7 +17,8 @@ import json
 import logging
 import os
 import random
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from tpuestimator.runs.naming import format_run_name
 
