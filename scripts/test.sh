@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: set up (system packages, then Python with the beam and R-bridge extras, then the
-# R package), then pytest, testthat, R CMD check and the linters.
+# R package), then pytest, testthat, R CMD check and the linters (ruff, lintr).
 # Usage: scripts/test.sh [--setup-only | --plan] [PYTEST_ARGS...]
 #   --setup-only  set up, then stop;  --plan  print the set-up steps in order, run nothing
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
@@ -39,5 +39,6 @@ timed() {
 timed pytest .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=15 "$@"
 timed testthat Rscript -e 'res <- testthat::test_local(".", reporter = c("summary", "fail"), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), sum(df$failed) + sum(df$error), sum(df$skipped))); if (sum(df$failed) + sum(df$error) > 0 || (Sys.getenv("TPUESTIMATOR_FORCE_TESTS") == "1" && sum(df$skipped) > 0)) quit(status = 1)'
 timed "R CMD check" bash scripts/r_check.sh
+timed lint bash scripts/lint.sh
 echo "== total: $SECONDS s"
 exit $status
