@@ -114,8 +114,10 @@ report_page <- function(title, body) {
   css <- paste(
     "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#222;max-width:1100px}",
     "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ddd}",
-    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;font-size:.9em}",
-    "th{background:#f4f4f4}.none{color:#888}.err{background:#fee;padding:1em;white-space:pre-wrap;font-family:monospace}",
+    paste0("table{border-collapse:collapse;margin:.5em 0}",
+           "td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;font-size:.9em}"),
+    paste0("th{background:#f4f4f4}.none{color:#888}",
+           ".err{background:#fee;padding:1em;white-space:pre-wrap;font-family:monospace}"),
     ".charts{display:flex;flex-wrap:wrap;gap:1em}.chart{border:1px solid #eee;padding:.5em}",
     ".diff{background:#fff6d6}.a{color:#1f77b4}.b{color:#d62728}"
   )
@@ -130,10 +132,14 @@ svg_chart <- function(title, series, width = 480, height = 260) {
   if (!length(series)) return("")
   xs <- unlist(lapply(series, function(s) s$x[is.finite(s$y)]))
   ys <- unlist(lapply(series, function(s) s$y[is.finite(s$y)]))
-  xr <- range(xs); yr <- range(ys)
+  xr <- range(xs)
+  yr <- range(ys)
   if (diff(xr) == 0) xr <- xr + c(-0.5, 0.5)
   if (diff(yr) == 0) yr <- yr + c(-0.5, 0.5) * max(abs(yr[1]), 1)
-  ml <- 60; mr <- 10; mt <- 24; mb <- 30
+  ml <- 60
+  mr <- 10
+  mt <- 24
+  mb <- 30
   px <- function(x) ml + (x - xr[1]) / diff(xr) * (width - ml - mr)
   py <- function(y) height - mb - (y - yr[1]) / diff(yr) * (height - mt - mb)
   lines <- vapply(series, function(s) {
@@ -142,7 +148,9 @@ svg_chart <- function(title, series, width = 480, height = 260) {
     dots <- if (sum(ok) <= 60) {
       paste(sprintf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", px(s$x[ok]), py(s$y[ok]), s$colour),
             collapse = "")
-    } else ""
+    } else {
+      ""
+    }
     paste0("<polyline fill=\"none\" stroke=\"", s$colour, "\" stroke-width=\"1.8\" points=\"", pts, "\"/>", dots)
   }, "")
   legend <- paste(vapply(seq_along(series), function(i) {
@@ -150,12 +158,16 @@ svg_chart <- function(title, series, width = 480, height = 260) {
             series[[i]]$colour, html_escape(series[[i]]$label))
   }, ""), collapse = "")
   axis <- paste0(
-    sprintf("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", ml, height - mb, width - mr, height - mb),
+    sprintf("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>",
+            ml, height - mb, width - mr, height - mb),
     sprintf("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", ml, mt, ml, height - mb),
-    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>", ml - 4, mt + 8, html_escape(fmt_value(yr[2]))),
-    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>", ml - 4, height - mb, html_escape(fmt_value(yr[1]))),
+    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>",
+            ml - 4, mt + 8, html_escape(fmt_value(yr[2]))),
+    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>",
+            ml - 4, height - mb, html_escape(fmt_value(yr[1]))),
     sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\">%s</text>", ml, height - 8, html_escape(fmt_value(xr[1]))),
-    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>", width - mr, height - 8, html_escape(fmt_value(xr[2])))
+    sprintf("<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%s</text>",
+            width - mr, height - 8, html_escape(fmt_value(xr[2])))
   )
   paste0("<div class=\"chart\"><b>", html_escape(title), "</b><br><svg width=\"", width, "\" height=\"", height,
          "\" xmlns=\"http://www.w3.org/2000/svg\">", axis, paste(lines, collapse = ""), legend, "</svg></div>")
@@ -175,9 +187,16 @@ metric_charts <- function(histories, colours, labels) {
       h <- histories[[i]]
       if (!nrow(h)) next
       x <- history_x(h)
-      if (!is.null(h[[m]])) series[[length(series) + 1L]] <- list(x = x, y = suppressWarnings(as.numeric(h[[m]])), colour = colours[[i]], label = paste0(labels[[i]], m))
+      if (!is.null(h[[m]])) {
+        series[[length(series) + 1L]] <- list(x = x, y = suppressWarnings(as.numeric(h[[m]])),
+                                              colour = colours[[i]], label = paste0(labels[[i]], m))
+      }
       vm <- paste0("val_", m)
-      if (!is.null(h[[vm]])) series[[length(series) + 1L]] <- list(x = x, y = suppressWarnings(as.numeric(h[[vm]])), colour = if (length(histories) == 1L) "#d62728" else colours[[i]], label = paste0(labels[[i]], vm))
+      if (!is.null(h[[vm]])) {
+        series[[length(series) + 1L]] <- list(x = x, y = suppressWarnings(as.numeric(h[[vm]])),
+                                              colour = if (length(histories) == 1L) "#d62728" else colours[[i]],
+                                              label = paste0(labels[[i]], vm))
+      }
     }
     svg_chart(m, series)
   }, "")
@@ -193,7 +212,9 @@ run_report_html <- function(run) {
   props <- run$properties
   summary <- list(
     run_dir = run$run_dir, script = props$script, start = run$start, end = run$end,
-    duration = if (!is.null(run$start) && !is.null(run$end)) paste(format(round(as.numeric(run$end) - as.numeric(run$start), 1)), "s"),
+    duration = if (!is.null(run$start) && !is.null(run$end)) {
+      paste(format(round(as.numeric(run$end) - as.numeric(run$start), 1)), "s")
+    },
     completed = run$completed, model_dir = run$model_dir, export_dir = run$export_dir
   )
   summary <- summary[!vapply(summary, is.null, logical(1))]
@@ -209,29 +230,41 @@ run_report_html <- function(run) {
     "<h2>Summary</h2>", html_table(summary),
     "<h2>Evaluation</h2>", html_table(run$metrics, c("metric", "value")),
     "<h2>Metrics</h2>",
-    if (nrow(run$history)) metric_charts(list(run$history), c("#1f77b4"), c("")) else "<p class=\"none\">none recorded</p>",
+    if (nrow(run$history)) {
+      metric_charts(list(run$history), c("#1f77b4"), c(""))
+    } else {
+      "<p class=\"none\">none recorded</p>"
+    },
     plot_html,
-    if (!is.null(run$error)) c("<h2>Error</h2>", paste0("<div class=\"err\">", html_escape(run$error$message %||% ""), "\n",
-                                                         html_escape(paste(unlist(run$error$traceback), collapse = "\n")), "</div>")),
+    if (!is.null(run$error)) {
+      c("<h2>Error</h2>",
+        paste0("<div class=\"err\">", html_escape(run$error$message %||% ""), "\n",
+               html_escape(paste(unlist(run$error$traceback), collapse = "\n")), "</div>"))
+    },
     "<h2>Flags</h2>", html_table(run$flags, c("flag", "value")),
     if (!is.null(props$model)) c("<h2>Model</h2>", paste0("<pre>", html_escape(props$model), "</pre>")),
     # the console output, where tfruns's viewer shows it too (docs/RUN_FORMAT.md, rule 11)
     if (!is.null(props$output)) c("<h2>Output</h2>", paste0("<pre>", html_escape(props$output), "</pre>")),
     "<h2>Properties</h2>", html_table(other_props, c("property", "value")),
     "<h2>Files</h2>",
-    if (length(files)) paste0("<ul>", paste0("<li>", html_escape(utils::head(files, 200)), "</li>", collapse = ""), "</ul>")
-    else "<p class=\"none\">none</p>"
+    if (length(files)) {
+      paste0("<ul>", paste0("<li>", html_escape(utils::head(files, 200)), "</li>", collapse = ""), "</ul>")
+    } else {
+      "<p class=\"none\">none</p>"
+    }
   )
   report_page(paste("Run", basename(run$run_dir)), body)
 }
 
 compare_report_html <- function(a, b) {
-  la <- basename(a$run_dir); lb <- basename(b$run_dir)
+  la <- basename(a$run_dir)
+  lb <- basename(b$run_dir)
   side <- function(x, y, header) {
     keys <- union(names(x), names(y))
     if (!length(keys)) return("<p class=\"none\">none</p>")
     rows <- vapply(keys, function(k) {
-      va <- fmt_value(x[[k]]); vb <- fmt_value(y[[k]])
+      va <- fmt_value(x[[k]])
+      vb <- fmt_value(y[[k]])
       paste0("<tr", if (!identical(va, vb)) " class=\"diff\"", "><td>", html_escape(k), "</td><td>", html_escape(va),
              "</td><td>", html_escape(vb), "</td></tr>")
     }, "")
@@ -245,10 +278,12 @@ compare_report_html <- function(a, b) {
   }
   flags_diff <- differing(a$flags, b$flags)
   body <- c(
-    "<h2>Runs</h2>", side(list(start = a$start, end = a$end, completed = a$completed, script = a$properties$script),
-                           list(start = b$start, end = b$end, completed = b$completed, script = b$properties$script), "run"),
+    "<h2>Runs</h2>",
+    side(list(start = a$start, end = a$end, completed = a$completed, script = a$properties$script),
+         list(start = b$start, end = b$end, completed = b$completed, script = b$properties$script), "run"),
     "<h2>Evaluation</h2>", side(a$metrics, b$metrics, "metric"),
-    "<h2>Metrics</h2>", metric_charts(list(a$history, b$history), c("#1f77b4", "#d62728"), c(paste0(la, " "), paste0(lb, " "))),
+    "<h2>Metrics</h2>",
+    metric_charts(list(a$history, b$history), c("#1f77b4", "#d62728"), c(paste0(la, " "), paste0(lb, " "))),
     "<h2>Flags that differ</h2>", side(flags_diff[[1]], flags_diff[[2]], "flag"),
     "<h2>All flags</h2>", side(a$flags, b$flags, "flag")
   )

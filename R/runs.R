@@ -127,7 +127,9 @@ read_properties <- function(meta_dir) {
   if (!dir.exists(props_dir)) return(list())
   files <- list.files(props_dir)
   files <- files[!startsWith(files, ".")]
-  props <- lapply(file.path(props_dir, files), function(f) paste(readLines(f, warn = FALSE, encoding = "UTF-8"), collapse = "\n"))
+  props <- lapply(file.path(props_dir, files), function(f) {
+    paste(readLines(f, warn = FALSE, encoding = "UTF-8"), collapse = "\n")
+  })
   names(props) <- files
   props
 }

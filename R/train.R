@@ -121,7 +121,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   src <- resolve_config(cfg, overrides)
 
-  quiet_python_console()  # R/console.R
+  quiet_python_console()  # defined in console.R
   args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
@@ -144,7 +144,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   result <- with_python(do.call(py_core()$run_job, args))
   run <- tpu_run_from_result(result)
   tfruns_dir <- args$run_dir
-  if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)  # R/tfruns.R
+  if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)  # defined in tfruns.R
   if (verbose) message("run recorded in ", run$run_dir)
   run
 }

@@ -9,7 +9,8 @@ local_tfruns_stub <- function(env = parent.frame()) {
   src <- file.path(tempfile("tfruns-src-"), "tfruns")
   dir.create(file.path(src, "R"), recursive = TRUE)
   writeLines(c("Package: tfruns", "Version: 0.0.0.9000", "Title: Stand-in for tests",
-               "Description: Stand-in for tests.", "License: MIT", "Author: tests", "Maintainer: tests <t@example.org>"),
+               "Description: Stand-in for tests.", "License: MIT", "Author: tests",
+               "Maintainer: tests <t@example.org>"),
              file.path(src, "DESCRIPTION"))
   writeLines(c("export(is_run_active, run_dir, write_run_metadata, stub_begin, stub_end)"), file.path(src, "NAMESPACE"))
   writeLines(c(
@@ -32,8 +33,9 @@ local_tfruns_stub <- function(env = parent.frame()) {
   ), file.path(src, "R", "stub.R"))
   lib <- tempfile("tfruns-lib-")
   dir.create(lib)
-  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", paste0("--library=", shQuote(lib)),
-                                                   shQuote(src)), stdout = TRUE, stderr = TRUE)
+  out <- system2(file.path(R.home("bin"), "R"),
+                 c("CMD", "INSTALL", "--no-test-load", paste0("--library=", shQuote(lib)), shQuote(src)),
+                 stdout = TRUE, stderr = TRUE)
   if (!file.exists(file.path(lib, "tfruns", "DESCRIPTION"))) {
     stop("could not install the tfruns stand-in:\n", paste(out, collapse = "\n"))
   }

@@ -23,7 +23,8 @@ test_that("a tuning run of 3 learning rates gives 3 different trained runs", {
   expect_true(any(grepl("tuning run 3/3: params.learning_rate=0.3", msgs, fixed = TRUE)))
   # issue 12.6: no retracing warnings or C++ log lines in the console
   console <- c(out, msgs)
-  expect_false(any(grepl("retracing|absl::InitializeLog|oneDNN|I0000", console)), info = paste(console, collapse = "\n"))
+  expect_false(any(grepl("retracing|absl::InitializeLog|oneDNN|I0000", console)),
+               info = paste(console, collapse = "\n"))
 })
 
 test_that("tpu_tuning_run() checks its arguments", {
