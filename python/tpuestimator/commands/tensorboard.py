@@ -82,9 +82,11 @@ def run(args: argparse.Namespace) -> int:
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"TensorBoard {server.url} (pid {server.pid}); press Ctrl-C to stop.", flush=True)
     code = 0
     try:
+        # Printed inside the try: a Ctrl-C right after the line (a script that waits for it,
+        # then interrupts) must stop TensorBoard too, not escape as a traceback.
+        print(f"TensorBoard {server.url} (pid {server.pid}); press Ctrl-C to stop.", flush=True)
         while server.running:
             time.sleep(0.5)
         print("error: TensorBoard exited:\n" + server.stderr()[-4000:], file=sys.stderr)
