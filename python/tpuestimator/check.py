@@ -110,7 +110,7 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
 
     from tpuestimator import data
     from tpuestimator.estimator import Estimator, RunConfig
-    from tpuestimator.job import input_fn_for, model_params
+    from tpuestimator.from_config import input_fn_for, model_params
     from tpuestimator.spec import Mode, split_element
 
     cfg = config if isinstance(config, JobConfig) else load_config(config, overrides)

@@ -1,34 +1,50 @@
 """A whole job from a config: train, evaluate, export and record the run.
 
 The CLI (`tpuestimator train`) and the R package (`tpu_train()`) both call `run_job`, so a
-config gives the same result from either language.
+config gives the same result from either language. Composition only: the config -> Estimator
+builders are in from_config.py, the run record's flags, planned evaluations, model summary and
+NaN/Inf report in runs/job_record.py, the export metadata in serving.py, the jobs on a trained
+model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
-from tpuestimator.errors import ConfigError
-from tpuestimator.estimator import Estimator, RunConfig
+from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.logcapture import capture_log
+from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
 from tpuestimator.modeldir import check_model_dir, default_model_dir
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
-from tpuestimator.serving import EXPORT_META, load_export, predict  # noqa: F401  (the R package calls job.predict)
-from tpuestimator.spec import Mode
+from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
+from tpuestimator.serving import predict, write_export_metadata
 from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
-logger = logging.getLogger(__name__)
+# `tpuestimator.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
+# tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
+# (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
+# (from_config.py) under their old names here.
+__all__ = [
+    "JobResult",
+    "build_estimator",
+    "evaluate_job",
+    "export_job",
+    "input_fn_for",
+    "load_job_config",
+    "model_params",
+    "predict",
+    "resolve_model_dir",
+    "run_job",
+]
 
 
 @dataclasses.dataclass
@@ -53,79 +69,6 @@ def _as_config(config, overrides: Iterable[str]) -> JobConfig:
     if isinstance(config, JobConfig):
         return config.replace() if not overrides else load_config(config.to_dict(), overrides)
     return load_config(config, overrides)
-
-
-def model_params(cfg: JobConfig) -> dict:
-    """The config's params plus what the data defines (num_classes, vocabulary, image)."""
-    params = cfg.params
-    section = cfg.section("data")
-    vocab = data.vocabulary(section)
-    if vocab and "vocabulary" not in params:
-        params["vocabulary"] = list(vocab)
-    if "num_classes" not in params:
-        n = data.num_classes(section)
-        if n:
-            params["num_classes"] = int(n)
-    if vocab and params.get("num_classes") and len(vocab) != params["num_classes"]:
-        raise ConfigError("params.num_classes", params["num_classes"],
-                          f"the vocabulary's size ({len(vocab)} classes in data.vocabulary)")
-    return params
-
-
-def build_estimator(cfg: JobConfig, *, model_dir: str | None = None, model_fn=None):
-    """An Estimator for a config (the model function from `model` unless given)."""
-    return Estimator(model_fn or cfg.model, RunConfig.from_job(cfg, model_dir=model_dir), model_params(cfg))
-
-
-def input_fn_for(cfg: JobConfig, mode: str, pattern: str | None = None):
-    """The input function of a config's `data` section for `mode` (`pattern` replaces the files)."""
-    section = cfg.section("data")
-    if pattern is not None:
-        section["eval" if mode != "train" else "train"] = pattern
-    key = "train" if mode == "train" else "eval"
-    if not section.get(key) and "manifest" not in section:
-        raise ConfigError(f"data.{key}", None, f"a TFRecord file pattern to {'train' if key == 'train' else 'evaluate'} on")
-    return data.make_input_fn(section, mode)
-
-
-def _planned_evals(cfg: JobConfig) -> int | None:
-    max_steps = cfg.raw["train"]["max_steps"]
-    every = cfg.raw["eval"]["every_n_steps"]
-    if not max_steps:
-        return None
-    if not cfg.raw["data"].get("eval") and "manifest" not in cfg.raw["data"]:
-        return max(1, -(-max_steps // cfg.raw["train"]["iterations_per_loop"]))
-    return -(-max_steps // every) if every else 1
-
-
-def _model_summary(model) -> str:
-    lines: list[str] = []
-    try:
-        model.summary(print_fn=lambda line, *a, **k: lines.append(line), line_length=100)
-    except TypeError:
-        return repr(model)
-    return "\n".join(lines)
-
-
-def _flags(cfg: JobConfig) -> dict:
-    flags = {"model": cfg.model, **cfg.params}
-    for section in ("train", "eval"):
-        for key in ("batch_size", "max_steps", "steps", "iterations_per_loop"):
-            if cfg.raw[section].get(key) is not None:
-                flags[f"{section}.{key}"] = cfg.raw[section][key]
-    flags["run.precision"] = cfg.raw["run"]["precision"]
-    # Other overridden fields join the flags with their typed, resolved value; params are
-    # already there under their own names.
-    for item in cfg.overrides:
-        key = item.partition("=")[0].strip()
-        if key.startswith("params.") or key in flags:
-            continue
-        node = cfg.raw
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if node is not None and not isinstance(node, (dict, list)):
-            flags[key] = node
-    return flags
 
 
 def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[str] = (),
@@ -163,8 +106,8 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     dump_config(cfg, os.path.join(model_dir, "config.yaml"))
     recorder = None
     if record:
-        common = dict(config=cfg.to_dict(), flags=_flags(cfg), script=cfg.source,
-                      planned_evals=_planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
+        common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
+                      planned_evals=planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
         if run_dir:
             recorder = RunRecorder.attach(run_dir, **common)
@@ -176,26 +119,12 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
         except BaseException as exc:
             if recorder is not None:
-                _record_nonfinite_report(recorder, exc)
+                add_nonfinite_report(recorder, exc)
                 recorder.fail(exc)
             raise
     if recorder is not None:
         recorder.complete()
     return result
-
-
-def _record_nonfinite_report(recorder, exc: BaseException) -> None:
-    """Copies the NaN/Inf sentinel's report (not its bundle) into a failed run's record."""
-    report = getattr(exc, "report_path", None)
-    if not report or not os.path.isdir(report):
-        return
-    try:
-        for name in ("report.txt", "report.json"):
-            if os.path.exists(os.path.join(report, name)):
-                recorder.add_artifact(os.path.join(report, name), f"nonfinite/{name}")
-        recorder.set_properties(nonfinite_report=os.path.abspath(report))
-    except Exception:  # noqa: BLE001 - recording the failure itself must still happen
-        logger.exception("could not copy the NaN/Inf report into the run record")
 
 
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
@@ -206,7 +135,7 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     job_hooks: list = [NonFiniteReportHook(job_config=cfg.to_dict()), LoggingHook(raw["run"]["log_every_n_loops"])]
     if recorder is not None:
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
-        job_hooks.append(HParamsHook(str(recorder.logs_dir), _flags(cfg), trial_id=recorder.name))
+        job_hooks.append(HParamsHook(str(recorder.logs_dir), job_flags(cfg), trial_id=recorder.name))
         # metric rows (the loop's training metrics beside each evaluation, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
         job_hooks.append(RecorderHook(recorder, has_eval=has_eval))
@@ -256,7 +185,7 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
         spec = estimator.spec
         opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
         recorder.set_properties(
-            model=_model_summary(spec.model), optimizer=type(opt).__name__,
+            model=model_summary(spec.model), optimizer=type(opt).__name__,
             loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
             global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
             **estimator.device_info.as_properties(),
@@ -272,70 +201,3 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     return JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
                      metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
                      config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
-
-
-def write_export_metadata(export_dir: str, cfg: JobConfig, estimator) -> None:
-    """Writes `assets.extra/tpuestimator.json` (data section, classes, features) into an export,
-    so `tpuestimator predict EXPORT FILE...` can read raw files the way training did."""
-    from tpuestimator.io import atomic_write_json
-
-    meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
-            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
-            "model": cfg.model, "global_step": estimator.global_step}
-    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
-
-
-def resolve_model_dir(path: str) -> str:
-    """A model dir, or a run folder whose `model_dir` property points to one."""
-    prop = Path(path) / "tfruns.d" / "properties" / "model_dir"
-    if prop.is_file():
-        return prop.read_text().strip()
-    if not (Path(path) / "config.yaml").is_file():
-        raise ConfigError("MODEL_DIR", path, "a model dir written by `tpuestimator train` (it holds config.yaml) "
-                          "or a run folder")
-    return path
-
-
-def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
-    return load_config(os.path.join(model_dir, "config.yaml"), overrides)
-
-
-def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:
-    """Evaluates the latest checkpoint of a trained model dir (or run folder)."""
-    model_dir = resolve_model_dir(model_dir)
-    cfg = load_job_config(model_dir, overrides)
-    estimator = build_estimator(cfg, model_dir=model_dir)
-    if estimator.latest_checkpoint() is None:
-        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
-    with data.translate_errors(cfg.section("data"), "eval"):
-        return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
-
-
-def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_model",
-               overrides: Iterable[str] = ()) -> str:
-    """Exports the latest checkpoint of a model dir as a SavedModel (or a .tflite file)."""
-    if format not in ("saved_model", "tflite"):
-        raise ConfigError("format", format, "'saved_model' or 'tflite'")
-    model_dir = resolve_model_dir(model_dir)
-    cfg = load_job_config(model_dir, overrides)
-    estimator = build_estimator(cfg, model_dir=model_dir)
-    if estimator.latest_checkpoint() is None:
-        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
-    # Building the model needs the feature spec: one probe of the eval (or train) input.
-    mode = "eval" if cfg.raw["data"].get("eval") else "train"
-    estimator.build(input_fn_for(cfg, mode), Mode.EVAL if mode == "eval" else Mode.TRAIN)
-    base = out or os.path.join(model_dir, "export", "manual")
-    path = estimator.export_saved_model(base, version=estimator.global_step)
-    write_export_metadata(path, cfg, estimator)
-    if format == "tflite":
-        import tensorflow as tf
-
-        from tpuestimator.io import atomic_write_bytes
-
-        converter = tf.lite.TFLiteConverter.from_saved_model(path)
-        target = os.path.join(base, f"model-{estimator.global_step}.tflite")
-        atomic_write_bytes(target, converter.convert())
-        return target
-    return path
-
-

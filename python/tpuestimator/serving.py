@@ -1,4 +1,5 @@
-"""Serving: the SavedModel's `serving_default` function, and prediction with an export
+"""Serving: the SavedModel's `serving_default` function, the export's metadata
+(`write_export_metadata`, read back by `load_export`), and prediction with an export
 (loading it and turning raw inputs — TFRecord files read with the training data's format,
 image files, arrays — into its serving inputs).
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tpuestimator.errors import ConfigError
+from tpuestimator.io import atomic_write_json
 from tpuestimator.spec import model_inputs
 from tpuestimator.tracing import device_function
 
@@ -43,6 +45,21 @@ def serving_module(spec, feature_spec: dict):
 
     module.serve = device_function(serve, input_signature=[signature])
     return module
+
+
+def write_export_metadata(export_dir: str, cfg, estimator) -> None:
+    """Writes `assets.extra/tpuestimator.json` (data section, classes, features) into an export,
+    so `tpuestimator predict EXPORT FILE...` can read raw files the way training did.
+
+    Args:
+      export_dir: the SavedModel folder.
+      cfg: the job's `JobConfig`.
+      estimator: the Estimator that exported it (built: its spec and feature spec are read).
+    """
+    meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
+            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
+            "model": cfg.model, "global_step": estimator.global_step}
+    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
 
 
 def load_export(export_dir: str):

@@ -153,8 +153,9 @@ def test_config_defaults_have_one_source_the_schema():
 CORE = ("tpuestimator.estimator", "tpuestimator.controller", "tpuestimator.loops", "tpuestimator.steps",
         "tpuestimator.state", "tpuestimator.checkpointing", "tpuestimator.batching", "tpuestimator.spec",
         "tpuestimator.run_config", "tpuestimator.hooks.base")
-ABOVE_CORE = ("tpuestimator.job", "tpuestimator.debug", "tpuestimator.runs", "tpuestimator.training",
-              "tpuestimator.check", "tpuestimator.commands", "tpuestimator.cli", "tpuestimator.hooks.builtin")
+ABOVE_CORE = ("tpuestimator.job", "tpuestimator.from_config", "tpuestimator.model_dir_jobs", "tpuestimator.debug",
+              "tpuestimator.runs", "tpuestimator.training", "tpuestimator.check", "tpuestimator.commands",
+              "tpuestimator.cli", "tpuestimator.hooks.builtin")
 
 
 def test_core_does_not_import_the_layers_above_it():

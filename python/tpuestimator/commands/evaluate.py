@@ -13,7 +13,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.job import evaluate_job
+    from tpuestimator.model_dir_jobs import evaluate_job
 
     metrics = evaluate_job(args.model_dir, overrides=args.overrides, data_pattern=args.data)
     print("evaluation:")

@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.job import export_job
+    from tpuestimator.model_dir_jobs import export_job
 
     path = export_job(args.model_dir, args.out, format=args.format, overrides=args.overrides)
     print(f"export: {path}")

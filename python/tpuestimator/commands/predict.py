@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tpuestimator.io import json_safe
-    from tpuestimator.job import predict
+    from tpuestimator.serving import predict
 
     rows = predict(args.export_dir, args.files)
     for row in rows[: args.limit]:

@@ -1,0 +1,82 @@
+"""What a job's run record says about the job, beyond its metrics (TensorFlow-free):
+
+- `job_flags(cfg)`: the run's flags (``tfruns.d/flags.json``, the HParams plugin's hparams):
+  the model, its params, the batch sizes and step counts, the precision, and every other
+  field the job overrode (`--set`);
+- `planned_evals(cfg)`: how many metric rows the job will write (tfruns's ``steps``);
+- `model_summary(model)`: the Keras model summary (tfruns's ``model`` property);
+- `add_nonfinite_report(recorder, exc)`: a failed job's NaN/Inf report copied into its record.
+
+Reads a `JobConfig`; imports neither the job layer nor TensorFlow.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from tpuestimator.config import JobConfig
+
+logger = logging.getLogger(__name__)
+
+
+def job_flags(cfg: JobConfig) -> dict:
+    """The run's flags: ``model``, the params, ``train.*``/``eval.*`` batch sizes and step
+    counts, ``run.precision``, and other overridden fields with their typed, resolved value."""
+    flags = {"model": cfg.model, **cfg.params}
+    for section in ("train", "eval"):
+        for key in ("batch_size", "max_steps", "steps", "iterations_per_loop"):
+            if cfg.raw[section].get(key) is not None:
+                flags[f"{section}.{key}"] = cfg.raw[section][key]
+    flags["run.precision"] = cfg.raw["run"]["precision"]
+    # Other overridden fields join the flags with their typed, resolved value; params are
+    # already there under their own names.
+    for item in cfg.overrides:
+        key = item.partition("=")[0].strip()
+        if key.startswith("params.") or key in flags:
+            continue
+        node = cfg.raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, (dict, list)):
+            flags[key] = node
+    return flags
+
+
+def planned_evals(cfg: JobConfig) -> int | None:
+    """The number of metric rows the job will write: one per evaluation, or one per training
+    loop without evaluation data; None without `train.max_steps`."""
+    max_steps = cfg.raw["train"]["max_steps"]
+    every = cfg.raw["eval"]["every_n_steps"]
+    if not max_steps:
+        return None
+    if not cfg.raw["data"].get("eval") and "manifest" not in cfg.raw["data"]:
+        return max(1, -(-max_steps // cfg.raw["train"]["iterations_per_loop"]))
+    return -(-max_steps // every) if every else 1
+
+
+def model_summary(model) -> str:
+    """The Keras summary of `model` (its repr for a model without one)."""
+    lines: list[str] = []
+    try:
+        model.summary(print_fn=lambda line, *a, **k: lines.append(line), line_length=100)
+    except TypeError:
+        return repr(model)
+    return "\n".join(lines)
+
+
+def add_nonfinite_report(recorder, exc: BaseException) -> None:
+    """Copies the NaN/Inf sentinel's report (not its bundle) into a failed run's record:
+    ``nonfinite/report.txt`` + ``report.json`` and the ``nonfinite_report`` property. Does
+    nothing when `exc` carries no ``report_path``; never raises (the failure itself must
+    still be recorded)."""
+    report = getattr(exc, "report_path", None)
+    if not report or not os.path.isdir(report):
+        return
+    try:
+        for name in ("report.txt", "report.json"):
+            if os.path.exists(os.path.join(report, name)):
+                recorder.add_artifact(os.path.join(report, name), f"nonfinite/{name}")
+        recorder.set_properties(nonfinite_report=os.path.abspath(report))
+    except Exception:  # noqa: BLE001 - recording the failure itself must still happen
+        logger.exception("could not copy the NaN/Inf report into the run record")
