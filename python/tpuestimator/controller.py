@@ -8,8 +8,8 @@ ask for, checkpoints) and the per-loop actions in a fixed order:
     before_loop hooks -> device loop -> read metrics -> NaN/Inf sentinel -> after_loop hooks
     -> checkpoint when due -> stop when asked or when the input ended
 
-Evaluation and export cadence (every N steps, early stopping) is one level up, in
-`tpuestimator.training.train_and_evaluate`.
+Evaluation and export cadence is one level up, in `tpuestimator.training.train_and_evaluate`,
+and declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
 """
 from __future__ import annotations
 
@@ -44,6 +44,36 @@ class Cadence:
     def checkpoint_due(self, step: int, last_saved: int) -> bool:
         every = self.save_checkpoints_steps
         return bool(every) and step // every > last_saved // every
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalCadence:
+    """When `train_and_evaluate` evaluates (and so runs its exporters and early stopping):
+    whenever the global step reaches a multiple of `every_n_steps` (None: never in between),
+    at `max_steps`, when a hook asked to stop, and once at the end unless the last evaluation
+    was at the final step."""
+
+    every_n_steps: int | None
+    max_steps: int | None
+
+    def segment_end(self, step: int) -> int | None:
+        """Where the next `Estimator.train` call stops: the next multiple of `every_n_steps`
+        after `step`, capped at `max_steps` (None: train until the input ends or a hook stops)."""
+        every = self.every_n_steps
+        if not every:
+            return self.max_steps
+        next_eval = (step // every + 1) * every
+        return next_eval if self.max_steps is None else min(next_eval, self.max_steps)
+
+    def eval_due(self, step: int, *, stop_requested: bool) -> bool:
+        """Whether to evaluate after a training segment that ended at `step`."""
+        every = self.every_n_steps
+        return bool(every and step % every == 0) or step == self.max_steps or stop_requested
+
+    @staticmethod
+    def final_eval_due(step: int, last_eval_step: int | None) -> bool:
+        """Whether to evaluate once more when training ends at `step`."""
+        return last_eval_step is None or last_eval_step != step
 
 
 def check_finite(state, step: int, logs: dict, weights_finite: bool) -> None:

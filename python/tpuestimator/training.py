@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tpuestimator.controller import EvalCadence
 from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import as_hook
 from tpuestimator.hooks.stopping import EarlyStoppingHook, improved, read_state
@@ -186,7 +187,7 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
     stopper = None
     step = estimator.global_step
     max_steps = train_spec.max_steps
-    every = eval_spec.every_n_steps if eval_spec else None
+    cadence = EvalCadence(eval_spec.every_n_steps if eval_spec else None, max_steps)
     metrics = None
     if eval_spec and eval_spec.early_stopping:
         rule = eval_spec.early_stopping
@@ -210,17 +211,14 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         return result
 
     while max_steps is None or step < max_steps:
-        target = max_steps
-        if every:
-            next_eval = (step // every + 1) * every
-            target = next_eval if max_steps is None else min(next_eval, max_steps)
+        target = cadence.segment_end(step)
         before = step
         estimator.train(train_spec.input_fn, max_steps=target, hooks=hooks)
         step = estimator.global_step
         if step == before:  # the input ended
             break
         hook_stop = estimator.stop_training
-        if eval_spec and (every and step % every == 0 or step == max_steps or hook_stop):
+        if eval_spec and cadence.eval_due(step, stop_requested=hook_stop):
             metrics = evaluate(step)
             if stopper and stopper.update(step, metrics):
                 stopped_early = True
@@ -230,7 +228,7 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             break
         if target is not None and step < target:  # the input ended inside the loop
             break
-    if eval_spec and (metrics is None or metrics.get("global_step") != step):
+    if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
         metrics = evaluate(step)
     for exporter in (eval_spec.exporters if eval_spec else ()):
         path = exporter.at_end(estimator, step, metrics)
