@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Regenerates the bundled `digits` example from scikit-learn's copy of UCI optdigits.
 
-Writes python/tpuestimator/examples/digits/{train,eval}.tfrecord in seed 002's MNIST
+Writes python/tpuestimator/examples/digits/{train,eval}.tfrecord in the MNIST
 format (`image_raw`: 64 uint8 bytes, pixels rescaled 0..16 -> 0..255; `label`: int64),
 plus labels.txt, manifest.json and digits.yaml. The split is stratified and fixed
 (seed 0): 1,437 train / 360 eval. Run: `PYTHONPATH=python .venv/bin/python scripts/make_digits.py`.
@@ -26,7 +26,7 @@ DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py
 EVAL_SIZE = 360
 
 CONFIG = """\
-# The bundled digits example: UCI optdigits (8x8 grey images, 10 classes) in seed 002's
+# The bundled digits example: UCI optdigits (8x8 grey images, 10 classes) in the
 # MNIST TFRecord format. Regenerate the data with scripts/make_digits.py.
 name: digits
 model: cnn
