@@ -91,22 +91,22 @@ def test_unknown_package_group_is_named():
     assert proc.returncode == 1 and "unknown package group 'rr'" in proc.stderr and "python, r, browser" in proc.stderr
 
 
+def _as_nobody(cmd: list[str]) -> list[str]:
+    """`cmd` as an unprivileged user (setpriv when the tests run as root)."""
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd] if os.geteuid() == 0 else cmd
+
+
 def test_installed_groups_need_neither_root_nor_network():
     # Everything the test command needs is installed by now: the script must be a no-op,
     # also for a user who may not apt-get.
-    env = dict(os.environ)
-    cmd = ["bash", "scripts/setup_system.sh", "python", "r", "browser", "lint"]
-    if os.geteuid() == 0:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(_as_nobody(["bash", "scripts/setup_system.sh", "python", "r", "browser", "lint"]),
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
 
 def test_missing_package_without_root_names_the_command():
-    cmd = ["bash", "scripts/setup_system.sh", "package:tpuestimator-no-such-package"]
-    if os.geteuid() == 0:
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(_as_nobody(["bash", "scripts/setup_system.sh", "package:tpuestimator-no-such-package"]),
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "needs root" in proc.stderr and "sudo apt-get install tpuestimator-no-such-package" in proc.stderr
 

@@ -36,6 +36,16 @@ local_work_dir <- function(env = parent.frame()) {
   normalizePath(dir)
 }
 
+# The value of `expr` and the messages of the warnings it raised (muffled).
+with_warnings <- function(expr) {
+  warnings <- character()
+  value <- withCallingHandlers(expr, warning = function(w) {
+    warnings <<- c(warnings, conditionMessage(w))
+    invokeRestart("muffleWarning")
+  })
+  list(value = value, warnings = warnings)
+}
+
 # Runs a test's training quietly (progress lines and Python warnings off the console).
 quietly <- function(expr) suppressMessages(suppressWarnings(expr))
 

@@ -53,14 +53,11 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   tfruns_ns$stub_begin(active)
   on.exit(tfruns_ns$stub_end(), add = TRUE)
   before <- tfruns_rule_snapshot(work)
-  warned <- character()
-  run <- withCallingHandlers(
-    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p")),
-    warning = function(w) {
-      warned <<- c(warned, conditionMessage(w))
-      invokeRestart("muffleWarning")
-    }
-  )
+  trained <- with_warnings(suppressMessages(
+    tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p")
+  ))
+  run <- trained$value
+  warned <- trained$warnings
   # a model dir inside the working dir: tfruns's changed-file copy would take its checkpoints,
   # and tpu_train() says so
   copied <- tfruns_rule_copied_files(before, tfruns_rule_snapshot(work), active)
@@ -95,14 +92,9 @@ test_that("inside tfruns's run: checkpoints stay out of the working dir, the con
   tfruns_ns$stub_begin(active)
   withr::defer(tfruns_ns$stub_end())  # before the stand-in is unloaded (LIFO)
   before <- tfruns_rule_snapshot(work)
-  warned <- character()
-  run <- withCallingHandlers(
-    suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE)),
-    warning = function(w) {
-      warned <<- c(warned, conditionMessage(w))
-      invokeRestart("muffleWarning")
-    }
-  )
+  trained <- with_warnings(suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE)))
+  run <- trained$value
+  warned <- trained$warnings
   # tfruns's changed-file copy (R/training_run.R, with_changed_file_copy(); restated in
   # helper-tfruns-rules.R) finds nothing to copy: the run's own files have the run's name in
   # their path, and runs/.models is a hidden folder, which fileSnapshot() does not list
