@@ -44,14 +44,21 @@ local_tfruns_stub <- function(env = parent.frame()) {
   loadNamespace("tfruns")
 }
 
+# tfruns's active run under `work` on the stand-in; it ends before the stand-in is unloaded
+# (defers run last in, first out). Returns the stand-in's namespace.
+local_active_run <- function(active, env = parent.frame()) {
+  tfruns_ns <- local_tfruns_stub(env)
+  tfruns_ns$stub_begin(active)
+  withr::defer(tfruns_ns$stub_end(), envir = env)
+  tfruns_ns
+}
+
 test_that("inside an active tfruns run, tpu_train() records into tfruns's run folder", {
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   work <- local_work_dir()
-  tfruns_ns <- local_tfruns_stub()
   active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
-  tfruns_ns$stub_begin(active)
-  on.exit(tfruns_ns$stub_end(), add = TRUE)
+  tfruns_ns <- local_active_run(active)
   before <- tfruns_rule_snapshot(work)
   trained <- with_warnings(suppressMessages(
     tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/p")
@@ -87,10 +94,8 @@ test_that("inside tfruns's run: checkpoints stay out of the working dir, the con
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   work <- local_work_dir()
-  tfruns_ns <- local_tfruns_stub()
   active <- file.path(work, "runs", "2026-11-29T09-00-00Z")
-  tfruns_ns$stub_begin(active)
-  withr::defer(tfruns_ns$stub_end())  # before the stand-in is unloaded (LIFO)
+  local_active_run(active)
   before <- tfruns_rule_snapshot(work)
   trained <- with_warnings(suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE)))
   run <- trained$value
