@@ -7,8 +7,9 @@ prefix), ``latest``, or any folder. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-import time
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,18 +83,27 @@ def run(args: argparse.Namespace) -> int:
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    # Ctrl-C sets a flag instead of raising KeyboardInterrupt wherever the main thread happens
+    # to be: an interrupt inside Popen.poll() can leave its wait lock held, and stopping
+    # TensorBoard then spins on that lock.
+    stop_requested = threading.Event()
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.set()) if on_main_thread else None
     code = 0
     try:
-        # Printed inside the try: a Ctrl-C right after the line (a script that waits for it,
-        # then interrupts) must stop TensorBoard too, not escape as a traceback.
         print(f"TensorBoard {server.url} (pid {server.pid}); press Ctrl-C to stop.", flush=True)
         while server.running:
-            time.sleep(0.5)
-        print("error: TensorBoard exited:\n" + server.stderr()[-4000:], file=sys.stderr)
-        code = 1
-    except KeyboardInterrupt:
+            if stop_requested.wait(0.5):
+                print("\nStopping TensorBoard.", flush=True)
+                break
+        else:
+            print("error: TensorBoard exited:\n" + server.stderr()[-4000:], file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:  # off the main thread, Ctrl-C still arrives as the exception
         print("\nStopping TensorBoard.", flush=True)
     finally:
+        if on_main_thread:
+            signal.signal(signal.SIGINT, previous)
         server.stop()
     return code
 
