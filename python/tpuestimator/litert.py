@@ -92,7 +92,9 @@ def convert(export_dir: str, *, quantize: str = "none",
         if mode == "int8":  # every op in int8 (inputs/outputs stay float32: quantised at the edges)
             converter.representative_dataset = representative
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        return converter.convert()
+        with warnings.catch_warnings():  # int8 calibration runs tf.lite.Interpreter: its deprecation notice
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+            return converter.convert()
 
 
 def interpreter(content: bytes):

@@ -95,6 +95,7 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
     check_count("warmup", warmup, minimum=0)
     batches = exp["representative_batches"] if representative_batches is None else representative_batches
     check_count("representative_batches", batches, minimum=1)
+    records = warmup_records(cfg, warmup)  # before exporting: a bad count leaves nothing behind
     estimator = build_estimator(cfg, model_dir=model_dir)
     if estimator.latest_checkpoint() is None:
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
@@ -105,7 +106,7 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
     section = cfg.section("data")
     path = estimator.export_saved_model(base, version=estimator.global_step, serving_inputs=data_serving_inputs(section))
     write_export_metadata(path, cfg, estimator)
-    requests = write_warmup(path, cfg, warmup)
+    requests = write_warmup(path, cfg, warmup, records)
     if format == "saved_model":
         return ExportResult(path=path, saved_model=path, warmup_requests=requests)
     target = os.path.join(base, litert.tflite_filename(int(os.path.basename(path)), mode))  # as its SavedModel
@@ -124,13 +125,26 @@ def check_count(name: str, value, *, minimum: int) -> None:
         raise ConfigError(name, value, f"an integer >= {minimum}")
 
 
-def write_warmup(export_dir: str, cfg: JobConfig, n: int) -> int:
-    """`n` TF Serving warmup requests (real eval records) into an export; 0 writes nothing."""
+def warmup_records(cfg: JobConfig, n: int) -> list[bytes]:
+    """The first `n` eval records (train records without eval data) for warmup requests ([] for 0).
+
+    Raises:
+      ConfigError: for more than TF Serving reads or than the files hold.
+    """
     if not n:
+        return []
+    from tpuestimator import warmup
+
+    return warmup.sample_records(cfg.section("data"), n)
+
+
+def write_warmup(export_dir: str, cfg: JobConfig, n: int, records: list[bytes] | None = None) -> int:
+    """`n` TF Serving warmup requests (real eval records, or `records`) into an export; 0 writes nothing."""
+    records = warmup_records(cfg, n) if records is None else records
+    if not records:
         return 0
     from tpuestimator import warmup
 
-    records = warmup.sample_records(cfg.section("data"), n)
     return warmup.write_warmup_requests(export_dir, records, model_name=cfg.raw.get("name") or "")
 
 

@@ -111,13 +111,15 @@ def sample_records(data_section, n: int) -> list[bytes]:
     """The first `n` serialized records of the eval files (the train files when there are none).
 
     Raises:
-      ConfigError: when the files hold fewer than `n` records.
+      ConfigError: above `MAX_REQUESTS`, or when the files hold fewer than `n` records.
     """
     import tensorflow as tf
 
     from tpuestimator.data.decode import list_files
     from tpuestimator.data.spec import pattern_for, resolve_section
 
+    if n > MAX_REQUESTS:
+        raise ConfigError("export.warmup", n, f"at most {MAX_REQUESTS} (TF Serving reads no more)")
     section = resolve_section(data_section)
     files = list_files(pattern_for(section, "predict"))
     records = [r.numpy() for r in tf.data.TFRecordDataset(files).take(n)]
