@@ -104,8 +104,14 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
     estimator.build(input_fn_for(cfg, "eval" if has_eval else "train"), Mode.EVAL if has_eval else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
     section = cfg.section("data")
-    path = estimator.export_saved_model(base, version=estimator.global_step, serving_inputs=data_serving_inputs(section))
-    write_export_metadata(path, cfg, estimator)
+    existing = os.path.join(base, str(estimator.global_step))
+    if format == "tflite" and os.path.isfile(os.path.join(existing, "saved_model.pb")) and \
+            os.path.isfile(os.path.join(existing, "assets.extra", EXPORT_META)):
+        path = existing  # this checkpoint's SavedModel is there: each quantization's .tflite goes beside it
+    else:
+        path = estimator.export_saved_model(base, version=estimator.global_step,
+                                            serving_inputs=data_serving_inputs(section))
+        write_export_metadata(path, cfg, estimator)
     requests = write_warmup(path, cfg, warmup, records)
     if format == "saved_model":
         return ExportResult(path=path, saved_model=path, warmup_requests=requests)

@@ -77,6 +77,9 @@ def test_float_tflite_matches_the_saved_model(exports, eval_features):
     assert report["tflite_bytes"] == os.path.getsize(result.path)
     meta = json.loads((Path(result.saved_model) / "assets.extra" / "tpuestimator.json").read_text())
     assert meta["tflite"][Path(result.path).name] == report      # written into the export's metadata
+    # every mode's .tflite sits beside the one SavedModel of the checkpoint, its figures in the metadata
+    assert {r.saved_model for r in exports.values()} == {result.saved_model}
+    assert set(meta["tflite"]) == {Path(r.path).name for r in exports.values()}
 
 
 @pytest.mark.parametrize("mode, max_size_ratio", [("dynamic", 0.35), ("float16", 0.6), ("int8", 0.35)])
