@@ -105,7 +105,8 @@ test_that("tpu_export() checks format, quantize and warmup before calling Python
                      "Received: quantize = \"int4\""), fixed = TRUE)
   expect_error(tpu_export("nowhere", tempfile(), quantize = "int8"),
                "`quantize` must be NULL unless format = \"tflite\"", fixed = TRUE)
-  expect_error(tpu_export("nowhere", tempfile(), warmup = -1L), "`warmup` must be NULL or a whole number from 0 to 1000")
+  expect_error(tpu_export("nowhere", tempfile(), warmup = -1L),
+               "`warmup` must be NULL or a whole number from 0 to 1000")
   expect_error(tpu_export("nowhere", tempfile(), warmup = 2.5), "`warmup` must be a single whole number")
   expect_error(tpu_export("nowhere", tempfile(), warmup = 1001L), "Received: warmup = 1001L")
 })
