@@ -9,6 +9,7 @@ model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -20,8 +21,10 @@ from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
+from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
 from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
+from tpuestimator.model_dir_lock import model_dir_lock
 from tpuestimator.modeldir import check_model_dir, default_model_dir
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
@@ -33,6 +36,8 @@ from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_expor
 # tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
 # (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
 # (from_config.py) under their old names here.
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "JobResult",
     "build_estimator",
@@ -75,7 +80,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            resume: bool = False) -> JobResult:
+            resume: bool = False, handle_signals: bool = False) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
@@ -93,16 +98,41 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       export: False to skip the exporters.
       resume: continue from the model dir's checkpoint even if it was trained with other
         settings (see `tpuestimator.modeldir.check_model_dir`).
+      handle_signals: install SIGTERM/SIGINT handlers for the job (main thread only): the
+        first signal finishes the loop, saves a checkpoint and raises `TrainingInterrupted`
+        (`tpuestimator.interrupts`). The CLI sets it; library callers and R keep their own
+        handlers by default.
 
     Returns:
       A `JobResult`.
+
+    Raises:
+      ModelDirLockedError: another job trains (or evaluates) in `model_dir`
+        (`tpuestimator.model_dir_lock`).
+      TrainingInterrupted: stopped by SIGTERM/SIGINT; the run record is marked interrupted.
     """
 
-    cfg = _as_config(config, overrides)
-    model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
+    stopper = StopOnSignal() if handle_signals else None
+    if stopper is not None:
+        stopper.install()
+    try:
+        cfg = _as_config(config, overrides)
+        model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
+        os.makedirs(model_dir, exist_ok=True)
+        # One training per model dir: the lock is held until the run record is complete.
+        with model_dir_lock(model_dir):
+            return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
+                               model_fn=model_fn, hooks=[*hooks, *([stopper] if stopper else [])],
+                               progress=progress, export=export, resume=resume, stopper=stopper)
+    finally:
+        if stopper is not None:
+            stopper.restore()
+
+
+def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_fn, hooks, progress, export, resume,
+                stopper) -> JobResult:
     raw = cfg.raw
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
-    os.makedirs(model_dir, exist_ok=True)
     dump_config(cfg, os.path.join(model_dir, "config.yaml"))
     recorder = None
     if record:
@@ -117,6 +147,23 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     with capture_log(log_path):
         try:
             result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+        except TrainingInterrupted as exc:
+            logger.warning("%s", exc)
+            if recorder is not None:
+                recorder.interrupt(str(exc), step=exc.step)
+            raise
+        except KeyboardInterrupt as exc:
+            # A second signal (the CLI), or Ctrl-C / an interrupt from R without our handlers.
+            interrupted = stopper.interrupted(None, aborted=True) if stopper is not None and \
+                stopper.received is not None else None
+            reason = str(interrupted) if interrupted else ("KeyboardInterrupt (Ctrl-C, or an interrupt from R): "
+                                                           "a rerun resumes from the latest checkpoint")
+            logger.warning("%s", reason)
+            if recorder is not None:
+                recorder.interrupt(reason)
+            if interrupted is not None:
+                raise interrupted from exc
+            raise
         except BaseException as exc:
             if recorder is not None:
                 add_nonfinite_report(recorder, exc)

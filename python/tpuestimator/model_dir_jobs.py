@@ -15,6 +15,7 @@ from tpuestimator import data
 from tpuestimator.config import JobConfig, load_config
 from tpuestimator.errors import ConfigError
 from tpuestimator.from_config import build_estimator, input_fn_for
+from tpuestimator.model_dir_lock import model_dir_lock
 from tpuestimator.serving import write_export_metadata
 from tpuestimator.spec import Mode
 
@@ -38,12 +39,15 @@ def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
 def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:
     """Evaluates the latest checkpoint of a trained model dir (or run folder)."""
     model_dir = resolve_model_dir(model_dir)
-    cfg = load_job_config(model_dir, overrides)
-    estimator = build_estimator(cfg, model_dir=model_dir)
-    if estimator.latest_checkpoint() is None:
-        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
-    with data.translate_errors(cfg.section("data"), "eval"):
-        return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
+    # A shared lock: evaluations and exports of one model dir may run together, not while it
+    # is being trained (its keep_checkpoint_max would delete the checkpoint being read).
+    with model_dir_lock(model_dir, shared=True):
+        cfg = load_job_config(model_dir, overrides)
+        estimator = build_estimator(cfg, model_dir=model_dir)
+        if estimator.latest_checkpoint() is None:
+            raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
+        with data.translate_errors(cfg.section("data"), "eval"):
+            return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
 
 
 def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_model",
@@ -52,6 +56,11 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
     if format not in ("saved_model", "tflite"):
         raise ConfigError("format", format, "'saved_model' or 'tflite'")
     model_dir = resolve_model_dir(model_dir)
+    with model_dir_lock(model_dir, shared=True):  # see evaluate_job
+        return _export(model_dir, out, format=format, overrides=overrides)
+
+
+def _export(model_dir: str, out: str | None, *, format: str, overrides: Iterable[str]) -> str:
     cfg = load_job_config(model_dir, overrides)
     estimator = build_estimator(cfg, model_dir=model_dir)
     if estimator.latest_checkpoint() is None:

@@ -625,9 +625,32 @@ class RunRecorder:
             self._write_property("completed", "FALSE")
             self._state = "failed"
 
+    def interrupt(self, reason: str, *, step: int | None = None, plots: bool = True) -> None:
+        """Marks the run interrupted (SIGTERM/SIGINT, an interrupt from R): the ``interrupted``
+        property says why and where a rerun resumes, ``completed=FALSE``, no error.json (the
+        run did not fail: a rerun continues it). Readers show the status ``interrupted``.
+
+        Args:
+          reason: one line, e.g. "SIGTERM at global step 120; checkpoint .../ckpt-120 saved".
+          step: the global step reached, written as ``global_step`` when given.
+        """
+        with self._lock:
+            if self._state != "running":
+                logger.warning("Run %s already ended (%s); interrupt() ignored.", self.name, self._state)
+                return
+            self._write_property("interrupted", reason)
+            if step is not None:
+                self._write_property("global_step", property_text(int(step)))
+            if plots:
+                self._finish_plots()
+            self._write_output()
+            self._touch_end()
+            self._write_property("completed", "FALSE")
+            self._state = "interrupted"
+
     @property
     def state(self) -> str:
-        """``running``, ``completed`` or ``failed``."""
+        """``running``, ``completed``, ``failed`` or ``interrupted``."""
         return self._state
 
     def __enter__(self) -> RunRecorder:
