@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,10 @@ def test_a_signal_saves_a_checkpoint_marks_the_run_interrupted_and_a_rerun_resum
     assert row["status"] == "interrupted" and row["completed"] is False and row["global_step"] == 15
     assert signal.Signals(sig).name in row["interrupted"] and "error_message" not in row
     assert check_run_dir(row["run_dir"]) == []
+    completed = Path(row["run_dir"]) / "tfruns.d" / "properties" / "completed"
+    completed.write_text("TRUE\n")  # the validator flags an interrupted run that says completed
+    assert any("interrupted" in p for p in check_run_dir(row["run_dir"]))
+    completed.write_text("FALSE\n")
 
     result = run_job(config, overrides=OVERRIDES, model_dir=model_dir, runs_dir=str(runs))
     assert result.global_step == 60
