@@ -13,16 +13,20 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import yaml
+
 from tpuestimator import data
+from tpuestimator.checkpointing import CheckpointMismatchError
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
+from tpuestimator.io import atomic_write_text
 from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
-from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
@@ -103,7 +107,9 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     raw = cfg.raw
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     os.makedirs(model_dir, exist_ok=True)
-    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    previous_config = _read_text(config_path) if resumed_from_step is not None else None
+    dump_config(cfg, config_path)
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -116,7 +122,13 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            try:
+                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
+                if previous_config is not None:
+                    atomic_write_text(config_path, previous_config)
+                recorded = yaml.safe_load(previous_config) if previous_config else None
+                raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
         except BaseException as exc:
             if recorder is not None:
                 add_nonfinite_report(recorder, exc)
@@ -125,6 +137,14 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     if recorder is not None:
         recorder.complete()
     return result
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
