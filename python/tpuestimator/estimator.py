@@ -31,6 +31,7 @@ from tpuestimator.batching import MASK_KEY, pad_and_mask
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import HookList
 from tpuestimator.input_position import train_dataset
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
@@ -480,5 +481,6 @@ class Estimator:
         module = self.serving_module()
         with atomic_directory(final) as tmp:
             tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
+            fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)
         return final

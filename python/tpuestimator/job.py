@@ -24,6 +24,7 @@ from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.io import atomic_write_text
+from tpuestimator.leftovers import remove_stale_temporaries
 from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
 from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
@@ -121,6 +122,8 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
+        # what a killed run left half-written (logged; only our own temp names)
+        remove_stale_temporaries(model_dir, [raw["export"]["dir"] or os.path.join(model_dir, "export")])
         try:
             try:
                 result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
