@@ -1,7 +1,7 @@
 """Fault points for crash tests: make this process die as `kill -9` would, at a chosen place.
 
-Set ``TPUESTIMATOR_FAULT=<phase>@<step>`` (several separated by commas) and the process exits
-at once with ``os._exit(137)`` (no cleanup, no `finally`, no atexit: what SIGKILL leaves) the
+Set ``TPUESTIMATOR_FAULT=<phase>@<step>`` (several separated by commas) and the process sends
+itself SIGKILL (no cleanup, no `finally`, no atexit; a shell reports 137, `subprocess` -9) the
 first time it reaches `phase` at global step `step`. Phases, in the order a training reaches them:
 
 - ``after_loop``: a device loop ended at `step` (metrics read, hooks run), before its checkpoint;
@@ -16,22 +16,23 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 
 logger = logging.getLogger(__name__)
 
 ENV = "TPUESTIMATOR_FAULT"
 PHASES = ("after_loop", "after_checkpoint", "after_eval", "in_export")
-EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL (128 + 9)
+RETURN_CODE = -signal.SIGKILL  # what `subprocess` reports for the killed process (a shell: 137)
 
 
 def fault_point(phase: str, step: int) -> None:
-    """Exits the process with `EXIT_CODE` when ``TPUESTIMATOR_FAULT`` names `phase` at `step`."""
+    """Kills this process with SIGKILL when ``TPUESTIMATOR_FAULT`` names `phase` at `step`."""
     spec = os.environ.get(ENV)
     if not spec:
         return
     for item in spec.split(","):
         name, _, at = item.strip().partition("@")
         if name == phase and at.strip().isdigit() and int(at) == int(step):
-            logger.error("fault point %s at step %d: exiting with %d (%s)", phase, step, EXIT_CODE, ENV)
+            logger.error("fault point %s at step %d: killing this process (%s)", phase, step, ENV)
             logging.shutdown()
-            os._exit(EXIT_CODE)
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,7 +1,7 @@
 """Issue 13.4: after a kill -9 anywhere, the rerun completes what the kill skipped.
 
 The CLI trains in a subprocess that dies at a chosen point exactly as under SIGKILL
-(``TPUESTIMATOR_FAULT=<phase>@<step>``: `os._exit(137)`, tpuestimator/faults.py); the same
+(``TPUESTIMATOR_FAULT=<phase>@<step>``: SIGKILL, tpuestimator/faults.py); the same
 command without it then resumes. Parity job: 40 steps, loops of 10, checkpoint and evaluation
 every 20, exporters final + best.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.faults import EXIT_CODE
+from tpuestimator.faults import RETURN_CODE
 
 SETTINGS = ["train.max_steps=40", "train.save_checkpoints_steps=20", "eval.every_n_steps=20", "export.enabled=true",
             "export.exporters=[final, best]"]
@@ -55,12 +55,12 @@ def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env
     completed: step 20 evaluated and exported, no temp left, the user's files kept."""
     model = tmp_path / "model"
     killed = _train(tmp_path, fixtures_dir, python_env, fault="after_checkpoint@20")
-    assert killed.returncode == EXIT_CODE, killed.stderr[-2000:]
+    assert killed.returncode == RETURN_CODE, killed.stderr[-2000:]
     assert (model / "ckpt-20.index").is_file() and not (model / "last_evaluation.json").exists()
     assert not (model / "export" / "best").exists()
 
     killed = _train(tmp_path, fixtures_dir, python_env, fault="in_export@20")
-    assert killed.returncode == EXIT_CODE, killed.stderr[-2000:]
+    assert killed.returncode == RETURN_CODE, killed.stderr[-2000:]
     assert "has no evaluation" in killed.stderr  # (b) evaluated before training on
     left = _leftovers(model)
     assert left and all(Path(p).name.startswith(".20.") for p in left), left
