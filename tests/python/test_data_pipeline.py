@@ -65,8 +65,10 @@ def test_train_batches_are_static_repeated_and_shuffled():
 
 
 @pytest.mark.parametrize("extra", [{}, {"augment": {"flip_left_right": True, "brightness": 0.2, "contrast": [0.5, 1.5]}},
-                                   {"cache_decoded": True, "augment": {"flip_left_right": True, "brightness": 0.2}}],
-                         ids=["plain", "augmented", "cache_decoded"])
+                                   {"cache_decoded": True, "augment": {"flip_left_right": True, "brightness": 0.2}},
+                                   {**FLOWERS, "augment": {"random_crop": True, "flip_left_right": True,
+                                                           "brightness": 0.25, "contrast": [0.2, 1.8]}}],
+                         ids=["plain", "augmented", "cache_decoded", "flowers_augmented"])
 def test_start_step_positions_the_seeded_stream_exactly(extra):
     """Issue 13.7: a resumed training's input (start_step = the checkpoint's step) continues the
     uninterrupted run's stream: same records, same augmentation (keyed by position), not a reseeded order."""
