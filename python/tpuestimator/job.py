@@ -14,7 +14,10 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import yaml
+
 from tpuestimator import data
+from tpuestimator.checkpointing import CheckpointMismatchError
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
@@ -22,10 +25,12 @@ from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
+from tpuestimator.io import atomic_write_text
+from tpuestimator.leftovers import remove_stale_temporaries
 from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
 from tpuestimator.model_dir_lock import model_dir_lock
-from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
@@ -133,7 +138,9 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
                 stopper) -> JobResult:
     raw = cfg.raw
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
-    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    previous_config = _read_text(config_path) if resumed_from_step is not None else None
+    dump_config(cfg, config_path)
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -145,8 +152,16 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
             recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
+        # what a killed run left half-written (logged; only our own temp names)
+        remove_stale_temporaries(model_dir, [raw["export"]["dir"] or os.path.join(model_dir, "export")])
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            try:
+                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
+                if previous_config is not None:
+                    atomic_write_text(config_path, previous_config)
+                recorded = yaml.safe_load(previous_config) if previous_config else None
+                raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
         except TrainingInterrupted as exc:
             logger.warning("%s", exc)
             if recorder is not None:
@@ -172,6 +187,14 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
     if recorder is not None:
         recorder.complete()
     return result
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
