@@ -251,8 +251,6 @@ def test_every_fault_leaves_a_resumable_model_dir_and_valid_records(faults_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="exact resume of the input position is built on branch crash-resume "
-                                       "(issue 13.7); remove this mark when it is merged")
 def test_the_final_evaluation_equals_an_uninterrupted_run(faults_run):
     for chain in faults_run["chains"]:
         rows = ls_runs(chain["runs"])
