@@ -33,8 +33,8 @@ test_that("Ctrl-C in R during tpu_train() records an interrupted run that a reru
   expect_identical(runs$status, "interrupted")
   expect_match(runs$interrupted, "KeyboardInterrupt")
   expect_false(file.exists(file.path("m", "tpuestimator.lock")))
-  step <- as.integer(sub(".*ckpt-([0-9]+).*", "\\1", grep("^model_checkpoint_path", readLines(file.path("m", "checkpoint")),
-                                                             value = TRUE)))
+  index <- readLines(file.path("m", "checkpoint"))
+  step <- as.integer(sub(".*ckpt-([0-9]+).*", "\\1", grep("^model_checkpoint_path", index, value = TRUE)))
   expect_gte(step, 100L)
   run <- suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), train.max_steps = step + 10L,
                                     train.iterations_per_loop = 5L, train.save_checkpoints_steps = 100L,
