@@ -31,7 +31,9 @@ from tpuestimator.batching import MASK_KEY, pad_and_mask
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import HookList
+from tpuestimator.input_position import train_dataset
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
@@ -242,7 +244,8 @@ class Estimator:
         cardinalities = []
 
         def dataset_fn(ctx):
-            ds = input_fn(self.input_params(Mode.TRAIN, input_context=ctx))
+            # positioned at the current step: a resumed run reads the batches an uninterrupted one would
+            ds = train_dataset(input_fn, self.input_params(Mode.TRAIN, input_context=ctx))
             cardinalities.append(int(ds.cardinality().numpy()))
             return ds
 
@@ -483,5 +486,6 @@ class Estimator:
         module = self.serving_module(serving_inputs)
         with atomic_directory(final) as tmp:
             tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+            fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)
         return final

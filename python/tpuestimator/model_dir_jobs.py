@@ -20,6 +20,7 @@ from tpuestimator.data.spec import pattern_for
 from tpuestimator.errors import ConfigError
 from tpuestimator.from_config import build_estimator, input_fn_for
 from tpuestimator.io import atomic_write_json
+from tpuestimator.model_dir_lock import model_dir_lock
 from tpuestimator.serving import EXPORT_META, data_serving_inputs, write_export_metadata
 from tpuestimator.spec import Mode
 
@@ -45,12 +46,15 @@ def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
 def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:
     """Evaluates the latest checkpoint of a trained model dir (or run folder)."""
     model_dir = resolve_model_dir(model_dir)
-    cfg = load_job_config(model_dir, overrides)
-    estimator = build_estimator(cfg, model_dir=model_dir)
-    if estimator.latest_checkpoint() is None:
-        raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
-    with data.translate_errors(cfg.section("data"), "eval"):
-        return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
+    # A shared lock: evaluations and exports of one model dir may run together, not while it
+    # is being trained (its keep_checkpoint_max would delete the checkpoint being read).
+    with model_dir_lock(model_dir, shared=True):
+        cfg = load_job_config(model_dir, overrides)
+        estimator = build_estimator(cfg, model_dir=model_dir)
+        if estimator.latest_checkpoint() is None:
+            raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
+        with data.translate_errors(cfg.section("data"), "eval"):
+            return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,6 +93,13 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
         raise ConfigError("quantize", quantize, "only with format 'tflite' (a SavedModel is not quantized)")
     mode = litert.check_quantize(quantize)
     model_dir = resolve_model_dir(model_dir)
+    with model_dir_lock(model_dir, shared=True):  # see evaluate_job
+        return _export_locked(model_dir, out, format=format, mode=mode, warmup=warmup,
+                              representative_batches=representative_batches, overrides=overrides)
+
+
+def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup: int | None,
+                   representative_batches: int | None, overrides: Iterable[str]) -> ExportResult:
     cfg = load_job_config(model_dir, overrides)
     exp = cfg.raw["export"]
     warmup = exp["warmup"] if warmup is None else warmup

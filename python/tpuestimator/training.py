@@ -15,11 +15,16 @@ from typing import Any
 
 from tpuestimator.controller import EvalCadence
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import as_hook
 from tpuestimator.hooks.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
+
+# In the model dir: the step of the last evaluation whose exports completed (a resumed job
+# completes an evaluation a kill skipped, `due_evaluation_missing`).
+EVAL_STATE_FILE = "last_evaluation.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -180,6 +185,21 @@ class TrainEvalResult:
     global_step: int
 
 
+def last_evaluated_step(model_dir: str) -> int | None:
+    """The global step of the last completed evaluation (with its exports) in `model_dir`."""
+    state = read_state(os.path.join(model_dir, EVAL_STATE_FILE))
+    step = state.get("step")
+    return int(step) if isinstance(step, int) else None
+
+
+def due_evaluation_missing(model_dir: str, step: int, cadence: EvalCadence) -> bool:
+    """Whether a job resuming at `step` owes that step's evaluation: it is an evaluation step
+    before `max_steps` (the final evaluation happens anyway) that no evaluation completed."""
+    if step <= 0 or (cadence.max_steps is not None and step >= cadence.max_steps):
+        return False
+    return cadence.eval_due(step, stop_requested=False) and last_evaluated_step(model_dir) != step
+
+
 def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None) -> TrainEvalResult:
     """Trains to `train_spec.max_steps`, evaluating every `eval_spec.every_n_steps` steps.
 
@@ -209,13 +229,26 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         history.append({"step": at_step, **result})
         for hook in hooks:
             hook.after_eval(at_step, result)
+        fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
             path = exporter.after_eval(estimator, at_step, result)
             if path:
                 exports[exporter.name] = path
                 for hook in hooks:
                     hook.after_export(at_step, path)
+        # Written once the evaluation AND its exports are done: a run killed in between redoes both.
+        atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
         return result
+
+    if eval_spec and due_evaluation_missing(estimator.model_dir, step, cadence):
+        # The previous run saved this checkpoint and was killed before its evaluation (and its
+        # best export): without this, that evaluation would be skipped for good.
+        logger.warning("the checkpoint at step %d has no evaluation (the run that saved it stopped before it): "
+                       "evaluating it before training on", step)
+        metrics = evaluate(step)
+        if stopper and stopper.update(step, metrics):
+            stopped_early = True
+            max_steps = step  # trains no further; the end (final exports) runs as usual
 
     while max_steps is None or step < max_steps:
         target = cadence.segment_end(step)

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
-from tpuestimator.data.augment import augmentation_active, scale_pixels
+from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -104,11 +104,12 @@ class BatchDecoder:
     def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(serialized, self.pspec)
 
-    def decode_one(self, record: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    def decode_one(self, record: dict[str, tf.Tensor], seed: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        """One parsed record -> decoded (and, with a per-image augmenter, augmented with `seed`)."""
         out = dict(record)
         for key, (shape, ratio) in self.encoded.items():
             if self.image_augment is not None and key == specs.FLOWERS_IMAGE_KEY:
-                out[key] = self.image_augment(_decode_pixels(record[key], shape[2], ratio), 255.0)
+                out[key] = self.image_augment(_decode_pixels(record[key], shape[2], ratio), 255.0, seed)
             else:
                 out[key] = _decode_image(record[key], shape, ratio)
         return out
@@ -160,20 +161,40 @@ class BatchDecoder:
         return self.finish(parsed)
 
     def batches(self, ds: tf.data.Dataset, batch_size: int, *, drop_remainder: bool,
-                augment: Callable | None = None, batched: bool = False) -> tf.data.Dataset:
+                augment: Callable | None = None, post: Callable | None = None, batched: bool = False,
+                seed: int = 0, first_batch: int = 0) -> tf.data.Dataset:
         """Serialized records (or, with `batched`, batches of them) -> decoded `(features, labels)` batches.
 
-        `augment(features, labels)` runs on each decoded batch when given.
+        `augment(features, labels, seed)` runs on each decoded batch when given, then
+        `post(features, labels)`. The stateless seeds of `augment` and of the per-image
+        augmenter come from `seed` and the batch's (image's) position in the stream, counted
+        from `first_batch` (the batches a resumed training skipped), so a position is
+        augmented the same way in every run.
         """
-        finish = self.finish if augment is None else (lambda p: augment(*self.finish(p)))
+        def finish(parsed, index=None):
+            features, labels = self.finish(parsed)
+            if augment is not None:
+                features, labels = augment(features, labels, position_seed(seed, index))
+            return (features, labels) if post is None else post(features, labels)
+
         if not batched:
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         if self.encoded:  # JPEG/PNG: parse per batch, decode (and augment) each image in parallel
             ds = ds.map(self.parse, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-            ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
+            if self.image_augment is not None:
+                ds = ds.enumerate(start=first_batch * batch_size).map(
+                    lambda i, record: self.decode_one(record, position_seed(seed, i)),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+            else:
+                ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-            return ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.map(lambda s: finish(self.parse(s)), num_parallel_calls=tf.data.AUTOTUNE)
+            parse = None
+        else:
+            parse = self.parse
+        if augment is None:
+            return ds.map(lambda s: finish(parse(s) if parse else s), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.enumerate(start=first_batch).map(lambda i, s: finish(parse(s) if parse else s, i),
+                                                   num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def make_batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
