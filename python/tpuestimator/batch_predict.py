@@ -118,9 +118,10 @@ class ExportPredictor:
             raise ConfigError("EXPORT_DIR", self.export_dir, f"an export with assets.extra/{EXPORT_META} (its data "
                               "section says how to read records); re-export it with `tpuestimator export`")
         section = dict(self.data_section)
+        key = "train" if mode == "train" else "eval"   # predict reads data.eval (data.spec.pattern_for)
         if pattern is not None:
-            section[mode] = pattern
-        if mode != "train":
+            section[key] = pattern
+        if key != "train":
             section.pop("train", None)
         return data.resolve_section(section)
 
