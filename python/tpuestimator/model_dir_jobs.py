@@ -15,7 +15,7 @@ from tpuestimator import data
 from tpuestimator.config import JobConfig, load_config
 from tpuestimator.errors import ConfigError
 from tpuestimator.from_config import build_estimator, input_fn_for
-from tpuestimator.serving import write_export_metadata
+from tpuestimator.serving import data_serving_inputs, write_export_metadata
 from tpuestimator.spec import Mode
 
 
@@ -60,7 +60,8 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
     mode = "eval" if cfg.raw["data"].get("eval") else "train"
     estimator.build(input_fn_for(cfg, mode), Mode.EVAL if mode == "eval" else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
-    path = estimator.export_saved_model(base, version=estimator.global_step)
+    path = estimator.export_saved_model(base, version=estimator.global_step,
+                                        serving_inputs=data_serving_inputs(cfg.section("data")))
     write_export_metadata(path, cfg, estimator)
     if format == "tflite":
         import tensorflow as tf
