@@ -28,12 +28,15 @@ from pathlib import Path
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.serving import EXPORT_META, load_export
+from tpuestimator.serving import (
+    EXAMPLES_SIGNATURE,
+    EXPORT_META,
+    FEATURES_SIGNATURE,
+    IMAGE_BYTES_SIGNATURE,
+    open_export,
+)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-FEATURES_SIGNATURE = "features"
-EXAMPLE_SIGNATURE = "serving_default"
-IMAGE_BYTES_SIGNATURE = "image_bytes"
 
 
 def is_export_dir(path: str | os.PathLike) -> bool:
@@ -62,53 +65,49 @@ class PredictionBatch:
 
 
 class ExportPredictor:
-    """A tpuestimator export, loaded once: its signatures and metadata.
+    """A tpuestimator export, loaded once (`serving.open_export`): which signature reads what.
 
     Args:
       export_dir: the SavedModel folder (or a run folder holding `export/`).
 
     Raises:
-      ConfigError: `export_dir` is not a SavedModel written by tpuestimator.
+      ConfigError: `export_dir` is not a SavedModel.
     """
 
     def __init__(self, export_dir: str | os.PathLike):
-        export_dir = str(export_dir)
-        if (Path(export_dir) / "export").is_dir() and not (Path(export_dir) / "saved_model.pb").exists():
-            export_dir = str(Path(export_dir) / "export")
-        if not (Path(export_dir) / "saved_model.pb").is_file():
-            raise ConfigError("EXPORT_DIR", export_dir, "a SavedModel folder (holding saved_model.pb) written by "
-                              "`tpuestimator train` or `tpuestimator export`")
-        self.export_dir = export_dir
-        self.loaded, self.meta = load_export(export_dir)
-        self.signatures = dict(self.loaded.signatures)
+        self.export = open_export(os.fspath(export_dir))
+        self.export_dir = self.export.path
+        self.meta = self.export.meta
+        names = set(self.export.signature_names)
         self.class_names = [str(c) for c in (self.meta.get("class_names") or [])]
         self.data_section = dict(self.meta.get("data") or {})
-        example = self.signatures.get(EXAMPLE_SIGNATURE)
-        self.example_input = _single_string_input(example) if example is not None else None
-        if FEATURES_SIGNATURE in self.signatures:
-            self.features_signature = self.signatures[FEATURES_SIGNATURE]
-        elif example is not None and self.example_input is None:
-            self.features_signature = example  # an export from before the three signatures
+        # serving_default on tf.Example records; in exports from before the three signatures it
+        # took the decoded features (today's `features` signature)
+        self.takes_examples = EXAMPLES_SIGNATURE in names and _single_string_input(self.export, EXAMPLES_SIGNATURE)
+        self.takes_image_bytes = IMAGE_BYTES_SIGNATURE in names and \
+            _single_string_input(self.export, IMAGE_BYTES_SIGNATURE)
+        if FEATURES_SIGNATURE in names:
+            self.features_signature = FEATURES_SIGNATURE
+        elif EXAMPLES_SIGNATURE in names and not self.takes_examples:
+            self.features_signature = EXAMPLES_SIGNATURE
         else:
             self.features_signature = None
-        image = self.signatures.get(IMAGE_BYTES_SIGNATURE)
-        self.image_bytes_input = _single_string_input(image) if image is not None else None
 
     def run_features(self, features: dict) -> dict:
         """Outputs (numpy) of the decoded-features signature on a batch of feature tensors."""
         if self.features_signature is None:
             raise ConfigError("EXPORT_DIR", self.export_dir, "an export with a decoded-features signature "
-                              f"('{FEATURES_SIGNATURE}'); this one has {sorted(self.signatures)}")
-        inputs = self.features_signature.structured_input_signature[1]
-        return _numpy(self.features_signature(**{k: v for k, v in features.items() if k in inputs}))
+                              f"('{FEATURES_SIGNATURE}'); this one has {self.export.signature_names}")
+        specs = self.export.input_specs(self.features_signature)
+        return self.export.run(self.features_signature, {k: v for k, v in features.items() if k in specs})
 
     def run_examples(self, serialized) -> dict:
-        """Outputs of the `tf.Example` signature on a batch of serialized records."""
-        return _numpy(self.signatures[EXAMPLE_SIGNATURE](**{self.example_input: serialized}))
+        """Outputs of the `tf.Example` signature (`serving_default`) on a batch of serialized records."""
+        return self.export.run(EXAMPLES_SIGNATURE, serialized)
 
     def run_image_bytes(self, encoded) -> dict:
         """Outputs of the `image_bytes` signature on a batch of JPEG/PNG bytes."""
-        return _numpy(self.signatures[IMAGE_BYTES_SIGNATURE](**{self.image_bytes_input: encoded}))
+        return self.export.run(IMAGE_BYTES_SIGNATURE, encoded)
 
     def resolved_data_section(self, pattern: str | list[str] | None = None, *, mode: str = "eval") -> dict:
         """The training's data section (from the export's metadata), reading `pattern` in `mode`."""
@@ -126,19 +125,15 @@ class ExportPredictor:
         return data.resolve_section(section)
 
 
-def _single_string_input(signature) -> str | None:
-    """The input name of a signature taking one string vector (tf.Example or image bytes), else None."""
+def _single_string_input(export, name: str) -> bool:
+    """True for a signature taking one string vector (tf.Example records or image bytes)."""
     import tensorflow as tf
 
-    inputs = signature.structured_input_signature[1]
+    inputs = export.input_specs(name)
     if len(inputs) != 1:
-        return None
-    name, spec = next(iter(inputs.items()))
-    return name if spec.dtype == tf.string and spec.shape.rank == 1 else None
-
-
-def _numpy(outputs) -> dict:
-    return {k: v.numpy() for k, v in outputs.items()}
+        return False
+    spec = next(iter(inputs.values()))
+    return spec.dtype == tf.string and spec.shape.rank == 1
 
 
 def expand_inputs(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -195,7 +190,7 @@ def _record_file_batches(predictor: ExportPredictor, path: str, batch_size: int)
     section = predictor.resolved_data_section(path, mode="predict") if predictor.data_section else {}
     buffer = int(section.get("read_buffer_mb") or 8) * 1024 * 1024
     ds = tf.data.TFRecordDataset(path, buffer_size=buffer).batch(batch_size)
-    if predictor.example_input is not None:
+    if predictor.takes_examples:
         run = predictor.run_examples
     else:
         from tpuestimator.data.decode import make_batch_decoder
@@ -217,8 +212,8 @@ def _record_file_batches(predictor: ExportPredictor, path: str, batch_size: int)
 def _image_batch(predictor: ExportPredictor, paths: Sequence[str]) -> PredictionBatch:
     import tensorflow as tf
 
-    if predictor.image_bytes_input is not None:
-        encoded = tf.constant([tf.io.gfile.GFile(p, "rb").read() for p in paths])
+    if predictor.takes_image_bytes:
+        encoded = [tf.io.gfile.GFile(p, "rb").read() for p in paths]
         outputs = predictor.run_image_bytes(encoded)
     else:
         from tpuestimator.data.decode import decode_image_files

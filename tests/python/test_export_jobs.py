@@ -249,3 +249,27 @@ def test_batch_prediction_memory_stays_flat_in_the_number_of_records(binary, tmp
     assert [int(r[0]) for r in runs] == [2000, 20000]
     peaks = [int(r[1]) / 1024 for r in runs]
     assert peaks[1] - peaks[0] < 25, (peaks, runs)
+
+
+def test_an_export_with_only_the_features_signature_reads_records_with_the_data_layer(digits, tmp_path):
+    """Exports from before the three signatures (`serving_default` = decoded features): records are
+    decoded by the data layer, images by `decode_image_files`; the same predictions."""
+    from tpuestimator.batch_predict import ExportPredictor
+    from tpuestimator.export_jobs import predict_columns
+    from tpuestimator.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.serving import write_export_metadata
+    from tpuestimator.spec import Mode
+
+    cfg = load_job_config(digits["result"].model_dir)
+    est = build_estimator(cfg, model_dir=digits["result"].model_dir)
+    est.build(input_fn_for(cfg, "eval"), Mode.EVAL)
+    old = est.export_saved_model(str(tmp_path / "old"), version=1)   # no serving_inputs
+    write_export_metadata(old, cfg, est)
+    predictor = ExportPredictor(old)
+    assert not predictor.takes_examples and not predictor.takes_image_bytes
+    new = ExportPredictor(digits["result"].export_dir)
+    assert new.takes_examples and new.features_signature == "features"
+    ours = predict_columns(old, digits["eval"])
+    theirs = predict_columns(digits["result"].export_dir, digits["eval"])
+    assert ours["class_id"] == theirs["class_id"]
+    np.testing.assert_allclose(ours["prob_7"], theirs["prob_7"], atol=1e-6)
