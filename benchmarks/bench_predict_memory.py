@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     shards = 10
     work = Path(common.temp_dir("predict-memory"))
     t0 = time.perf_counter()
-    pattern = common.write_mnist_records(work / "records", n=n_large, shards=shards)
+    common.write_mnist_records(work / "records", n=n_large, shards=shards)
     files = sorted(str(p) for p in (work / "records").glob("mnist-*.tfrecord"))
     small_files = files[:1]   # one shard = n_large / 10 records
     print(f"wrote {n_large} records in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
