@@ -176,37 +176,42 @@ def iter_predictions(predictor: ExportPredictor, inputs, *, batch_size: int = 10
     files = expand_inputs(inputs)
     images = [f for f in files if f.lower().endswith(IMAGE_SUFFIXES)]
     records = [f for f in files if not f.lower().endswith(IMAGE_SUFFIXES)]
-    for path in records:
-        yield from _record_file_batches(predictor, path, batch_size)
+    if records:
+        yield from _record_batches(predictor, records, batch_size)
     for start in range(0, len(images), batch_size):
         yield _image_batch(predictor, images[start:start + batch_size])
 
 
-def _record_file_batches(predictor: ExportPredictor, path: str, batch_size: int) -> Iterator[PredictionBatch]:
+def _record_batches(predictor: ExportPredictor, paths: list[str], batch_size: int) -> Iterator[PredictionBatch]:
+    """One tf.data pipeline over every file (no per-file set-up): (file, index in file, record)
+    elements, batched across file boundaries, decoded in the pipeline when the export has no
+    tf.Example signature."""
     import tensorflow as tf
 
     from tpuestimator import data
 
-    section = predictor.resolved_data_section(path, mode="predict") if predictor.data_section else {}
+    section = predictor.resolved_data_section(paths, mode="predict") if predictor.data_section else {}
     buffer = int(section.get("read_buffer_mb") or 8) * 1024 * 1024
-    ds = tf.data.TFRecordDataset(path, buffer_size=buffer).batch(batch_size)
+
+    def read(path):
+        return tf.data.TFRecordDataset(path, buffer_size=buffer).enumerate().map(lambda i, r: (path, i, r))
+
+    ds = tf.data.Dataset.from_tensor_slices(paths).flat_map(read).batch(batch_size)
     if predictor.takes_examples:
         run = predictor.run_examples
     else:
         from tpuestimator.data.decode import make_batch_decoder
 
         decoder = make_batch_decoder(section, "predict")
-        ds = ds.map(lambda s: decoder(s)[0], num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(lambda f, i, s: (f, i, decoder(s)[0]), num_parallel_calls=tf.data.AUTOTUNE)
         run = predictor.run_features
     ds = ds.prefetch(2)
-    seen = 0
+    names = {p.encode(): p for p in paths}
     with data.translate_errors(section, "predict") if section else contextlib.nullcontext():
-        for batch in ds:
+        for sources, index, batch in ds:
             outputs = run(batch)
-            n = len(next(iter(outputs.values())))
-            yield PredictionBatch(source=np.full(n, path, dtype=object), index=np.arange(seen, seen + n),
-                                  outputs=outputs)
-            seen += n
+            yield PredictionBatch(source=np.array([names[s] for s in sources.numpy()], dtype=object),
+                                  index=index.numpy().astype(np.int64), outputs=outputs)
 
 
 def _image_batch(predictor: ExportPredictor, paths: Sequence[str]) -> PredictionBatch:

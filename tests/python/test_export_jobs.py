@@ -162,8 +162,13 @@ def test_batch_predictions_equal_estimator_predict_in_csv_and_parquet(digits, tm
         assert df["class_id"].tolist() == probs.argmax(1).tolist()
         assert df["class"].astype(str).tolist() == [str(c) for c in probs.argmax(1)]
     np.testing.assert_allclose(frames[0][prob_cols].to_numpy(), frames[1][prob_cols].to_numpy(), atol=1e-7)
-    cols = predict_columns(result.export_dir, digits["eval"])
-    assert cols["class_id"] == frames[1]["class_id"].tolist()
+    copy = tmp_path / "copy.tfrecord"
+    copy.write_bytes(Path(digits["eval"]).read_bytes())
+    cols = predict_columns(result.export_dir, [digits["eval"], str(copy)], batch_size=77)   # batches span files
+    assert cols["source"] == [digits["eval"]] * 360 + [str(copy)] * 360
+    assert cols["index"] == list(range(360)) * 2
+    assert cols["class_id"] == frames[1]["class_id"].tolist() * 2
+    copy.unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv", "p.parquet"]   # no temporary file left
 
 
