@@ -21,7 +21,7 @@ from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.logcapture import capture_log
-from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
+from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
 from tpuestimator.modeldir import check_model_dir, default_model_dir
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
@@ -181,6 +181,7 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
                                                         version=outcome.global_step, serving_inputs=serving_inputs)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
+        write_warmup(path, cfg, exp["warmup"])
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     if recorder is not None:
         spec = estimator.spec

@@ -24,7 +24,7 @@ DIGITS = Path(__file__).resolve().parents[2] / "python" / "tpuestimator" / "exam
 SIGNATURES = {"serving_default", "image_bytes", "features"}
 BATCHES = (1, 7)
 TINY = ["train.max_steps=40", "train.iterations_per_loop=20", "eval.every_n_steps=40",
-        "train.save_checkpoints_steps=40", "export.exporters=[final]"]
+        "train.save_checkpoints_steps=40", "export.exporters=[final,best]"]
 
 # Runs in a fresh interpreter: nothing of the exporting process (traced functions, Keras
 # objects) can leak into what is served.
@@ -136,12 +136,19 @@ def served(digits, shapes, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fresh")
     with open(tmp / "calls.pkl", "wb") as fh:
         pickle.dump(calls, fh)
+    # saved_model_cli (a TensorFlow start of its own) runs alongside the fresh process.
+    cli = subprocess.Popen([str(Path(sys.executable).parent / "saved_model_cli"), "show", "--all", "--dir",
+                            shapes["export"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     proc = subprocess.run([sys.executable, "-c", FRESH, str(tmp / "calls.pkl"), str(tmp / "out.pkl")],
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(tmp / "out.pkl", "rb") as fh:
-        return pickle.load(fh)
+        out = pickle.load(fh)
+    stdout, stderr = cli.communicate(timeout=300)
+    out["saved_model_cli"] = (cli.returncode, stdout, stderr)
+    return out
 
 
 def _assert_matches(out: dict, expected: dict, n: int) -> None:
@@ -152,19 +159,18 @@ def _assert_matches(out: dict, expected: dict, n: int) -> None:
     assert [c.decode() for c in out["class"]] == expected["class"][:n]
 
 
-def test_saved_model_cli_lists_the_three_signatures(shapes):
-    cli = Path(sys.executable).parent / "saved_model_cli"
-    for job in (shapes,):  # one run (the tool takes ~15 s to start); the digits export: test_open_export_...
-        proc = subprocess.run([str(cli), "show", "--all", "--dir", job["export"]], capture_output=True, text=True,
-                              timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        listed = {line.split("'")[1] for line in proc.stdout.splitlines() if line.startswith("signature_def[")}
-        assert SIGNATURES <= listed, proc.stdout[:2000]
-        for name, input_name in (("serving_default", "examples"), ("image_bytes", "image_bytes")):
-            block = proc.stdout.split(f"signature_def['{name}']")[1].split("signature_def[")[0]
-            assert f"inputs['{input_name}']" in block and "DT_STRING" in block and "shape: (-1)" in block
-            for output in ("probabilities", "class_id", "class"):
-                assert f"outputs['{output}']" in block
+def test_saved_model_cli_lists_the_three_signatures(served):
+    returncode, stdout, stderr = served["saved_model_cli"]   # `saved_model_cli show --all` on the shapes export
+    assert returncode == 0, stderr[-2000:]
+    listed = {line.split("'")[1] for line in stdout.splitlines() if line.startswith("signature_def[")}
+    assert SIGNATURES <= listed, stdout[:2000]
+    for name, input_name in (("serving_default", "examples"), ("image_bytes", "image_bytes")):
+        block = stdout.split(f"signature_def['{name}']")[1].split("signature_def[")[0]
+        assert f"inputs['{input_name}']" in block and "DT_STRING" in block and "shape: (-1)" in block
+        for output in ("probabilities", "class_id", "class"):
+            assert f"outputs['{output}']" in block
+    features = stdout.split("signature_def['features']")[1].split("signature_def[")[0]
+    assert "inputs['image']" in features and "shape: (-1, 32, 32, 3)" in features
 
 
 @pytest.mark.parametrize("n", BATCHES)
@@ -203,13 +209,30 @@ def test_open_export_runs_a_signature_on_a_batch(digits):
 
 
 def test_export_job_and_best_exporter_write_the_signatures(digits, tmp_path):
-    """`tpuestimator export` (export_job) writes the same three signatures."""
+    """`tpuestimator export` (export_job) and the best exporter write the same three signatures."""
     from tpuestimator.job import export_job
     from tpuestimator.serving import open_export
 
     model_dir = str(Path(digits["export"]).parents[2])
+    best = Path(model_dir) / "export" / "best" / "40"
+    assert SIGNATURES <= set(open_export(str(best)).signature_names)
+    records = digits["records"][:7]
+    np.testing.assert_allclose(open_export(str(best)).run("serving_default", records)["probabilities"],
+                               digits["expected"]["probabilities"][:7], atol=1e-5)
     path = export_job(model_dir, str(tmp_path / "manual"))
     assert Path(path).parent == tmp_path / "manual" and Path(path).name.isdigit()
     assert SIGNATURES <= set(open_export(path).signature_names)
     meta = json.loads((Path(path) / "assets.extra" / "tpuestimator.json").read_text())
     assert meta["class_names"] == [str(i) for i in range(10)]
+
+
+def test_tabular_data_gets_no_image_bytes_signature():
+    from tpuestimator.data.decode import image_bytes_features
+    from tpuestimator.errors import DataError
+    from tpuestimator.serving import data_serving_inputs
+
+    section = {"format": "features", "label": "y", "train": "t.tfrecord",
+               "features": {"x": {"dtype": "float32", "shape": [2]}, "y": {"dtype": "int64"}}}
+    assert set(data_serving_inputs(section)) == {"serving_default"}
+    with pytest.raises(DataError, match="Raw image bytes need an image model"):
+        image_bytes_features(section, [b"\x89PNG"])
