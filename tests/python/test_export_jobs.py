@@ -7,6 +7,7 @@ binary `features` model on 256-float records (big enough records for the memory 
 """
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -288,3 +289,47 @@ def test_an_export_with_only_the_features_signature_reads_records_with_the_data_
     theirs = predict_columns(digits["result"].export_dir, digits["eval"])
     assert ours["class_id"] == theirs["class_id"]
     np.testing.assert_allclose(ours["prob_7"], theirs["prob_7"], atol=1e-6)
+
+
+def _tf_serving_row_format(body: dict, export) -> dict:
+    """What TF Serving's REST predict API hands the signature for a row-format body: the
+    `instances` stacked per input, `{"b64": ...}` decoded to bytes (tensorflow_serving's
+    json_tensor.cc: a one-input signature takes bare values, several inputs take objects)."""
+    def value(v):
+        return base64.b64decode(v["b64"]) if isinstance(v, dict) and set(v) == {"b64"} else v
+
+    specs = export.input_specs(body.get("signature_name", "serving_default"))
+    instances = body["instances"]
+    if len(specs) == 1 and not (isinstance(instances[0], dict) and set(instances[0]) == set(specs)):
+        return {next(iter(specs)): [value(v) for v in instances]}
+    return {name: [value(inst[name]) for inst in instances] for name in specs}
+
+
+def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, tmp_path):
+    """The README's TF Serving requests, built as written there (the shell line run by bash, the
+    Python lines run), go through the loaded signatures and give the predictions of the records."""
+    from tpuestimator.data import make_input_fn
+    from tpuestimator.export_jobs import predict_columns
+    from tpuestimator.job import load_job_config
+    from tpuestimator.serving import open_export
+
+    readme = (REPO / "README.md").read_text()
+    deploy = readme[readme.index("### TF Serving"):readme.index("### LiteRT")]
+    assert "docker run -p 8501:8501 -v" in deploy and "-e MODEL_NAME=digits tensorflow/serving" in deploy
+    printf = next(line for line in deploy.splitlines() if line.startswith("printf "))
+    python_block = deploy[deploy.index("```python") + len("```python"):]
+    python_block = python_block[:python_block.index("request = urllib")]
+    cfg = load_job_config(digits["result"].model_dir)
+    image = next(iter(make_input_fn(dict(cfg.section("data"), eval=digits["eval"]), "eval")({"batch_size": 1})))
+    Image.fromarray(np.rint(image[0]["image"].numpy()[0, ..., 0] * 255).astype(np.uint8)).save(tmp_path / "digit.png")
+    subprocess.run(["bash", "-c", printf], cwd=tmp_path, check=True)
+    image_body = json.loads((tmp_path / "request.json").read_text())
+    scope: dict = {}
+    exec(python_block.replace("digits/eval.tfrecord", digits["eval"]), scope)   # noqa: S102 (the README's lines)
+    example_body = scope["body"]
+    export = open_export(digits["result"].export_dir)
+    records = predict_columns(digits["result"].export_dir, digits["eval"])
+    out = export.run(image_body["signature_name"], _tf_serving_row_format(image_body, export))
+    np.testing.assert_allclose(out["probabilities"][0], [records[f"prob_{j}"][0] for j in range(10)], atol=1e-5)
+    out = export.run(example_body["signature_name"], _tf_serving_row_format(example_body, export))
+    assert out["class_id"].tolist() == records["class_id"][:2] and out["class"].tolist() == records["class"][:2]
