@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import io
 import json
 import os
 import subprocess
@@ -196,8 +197,10 @@ def test_cli_predict_writes_a_file_and_bad_input_is_a_clear_error_leaving_nothin
 
     export = digits["result"].export_dir
     out = tmp_path / "preds.csv"
-    assert main(["predict", export, digits["eval"], "--out", str(out), "--quiet", "--batch-size", "100"]) == 0
-    assert "360 rows" in capsys.readouterr().out and len(out.read_text().splitlines()) == 361
+    assert main(["predict", export, digits["eval"], "--out", str(out), "--batch-size", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "360 rows" in captured.out and len(out.read_text().splitlines()) == 361
+    assert "records" not in captured.err   # stderr is not a terminal here: no progress bar
     assert main(["predict", export, digits["eval"], "--limit", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and json.loads(lines[1])["index"] == 1
@@ -211,6 +214,21 @@ def test_cli_predict_writes_a_file_and_bad_input_is_a_clear_error_leaving_nothin
         predict_to_file(export, [digits["eval"], str(corrupt)], tmp_path / "r.csv", batch_size=100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.tfrecord", "preds.csv"]   # nothing half-written
     assert main(["predict", export, digits["eval"], "--out", str(tmp_path / "x.txt")]) == 2
+
+
+def test_the_progress_bar_shows_on_a_terminal_unless_quiet(digits, tmp_path, monkeypatch):
+    from tpuestimator.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for quiet, shown in ((False, True), (True, False)):
+        term = Terminal()
+        monkeypatch.setattr(sys, "stderr", term)
+        args = ["predict", digits["result"].export_dir, digits["eval"], "--out", str(tmp_path / "p.csv")]
+        assert main(args + (["--quiet"] if quiet else [])) == 0
+        assert ("360 records" in term.getvalue()) is shown, term.getvalue()
 
 
 def test_parquet_without_pyarrow_names_the_extra(digits, tmp_path, monkeypatch):
