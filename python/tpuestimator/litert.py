@@ -66,6 +66,9 @@ def convert(export_dir: str, *, quantize: str = "none",
     if mode == "int8" and representative is None:
         raise ConfigError("representative", None, "a representative dataset (training examples) for int8")
     loaded = tf.saved_model.load(export_dir)  # kept: its signatures reference its variables
+    if "features" not in loaded.signatures:
+        raise ConfigError("EXPORT_DIR", export_dir, "an export with a `features` signature (exports written before "
+                          "tpuestimator had three signatures lack it: export the checkpoint again)")
     features = loaded.signatures["features"]
     specs = dict(features.structured_input_signature[1])
 
