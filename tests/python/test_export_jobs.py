@@ -307,6 +307,15 @@ def test_an_export_with_only_the_features_signature_reads_records_with_the_data_
     theirs = predict_columns(digits["result"].export_dir, digits["eval"])
     assert ours["class_id"] == theirs["class_id"]
     np.testing.assert_allclose(ours["prob_7"], theirs["prob_7"], atol=1e-6)
+    # JPEG and PNG files: decoded in Python for the old export, by the image_bytes signature for the new
+    rng = np.random.default_rng(0)
+    for i, fmt in enumerate(("JPEG", "PNG")):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(tmp_path / f"{i}.{fmt.lower()}", fmt)
+    images = [str(tmp_path / "0.jpeg"), str(tmp_path / "1.png")]
+    ours, theirs = predict_columns(old, images), predict_columns(digits["result"].export_dir, images)
+    assert ours["source"] == theirs["source"] == images
+    for j in range(10):
+        np.testing.assert_allclose(ours[f"prob_{j}"], theirs[f"prob_{j}"], atol=1e-5)
 
 
 def _tf_serving_row_format(body: dict, export) -> dict:
