@@ -23,6 +23,7 @@ __all__ = [
     "callable_hook",
     "check_config",
     "check_report_dict",
+    "evaluate_export",
     "evaluate_job",
     "exception_classes",
     "export_job",
@@ -30,6 +31,8 @@ __all__ = [
     "from_json",
     "job_result_dict",
     "predict",
+    "predict_files",
+    "predict_to_file",
     "quiet_tensorflow",
     "strings_to_numpy",
     "to_json",
@@ -147,6 +150,28 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     from tpuestimator.job import evaluate_job as _evaluate_job
 
     return _evaluate_job(model_dir, data_pattern=data_pattern)
+
+
+def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
+                    record: bool = True) -> dict:
+    """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
+    from tpuestimator.export_jobs import evaluate_export as _evaluate_export
+
+    return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
+
+
+def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
+    """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
+    from tpuestimator.export_jobs import predict_columns
+
+    return predict_columns(export_dir, list(files), batch_size=int(batch_size))
+
+
+def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
+    """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
+    from tpuestimator.export_jobs import predict_to_file as _predict_to_file
+
+    return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
 
 
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
