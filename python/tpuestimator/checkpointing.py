@@ -8,26 +8,30 @@ import contextlib
 import logging
 import os
 
-from tpuestimator.devices import tf_config_task
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 
 def checkpoint_dir(model_dir: str) -> str:
-    """Where this process writes checkpoints. Multi-worker: only the chief writes the real
-    checkpoints; other workers must still save (collective ops) but into a scratch folder."""
-    task = tf_config_task()
-    if task and not (task.get("type") in ("chief",) or (task.get("type") == "worker" and task.get("index") == 0)):
-        return os.path.join(model_dir, f".worker_{task.get('type')}_{task.get('index')}")
+    """Where this process writes checkpoints: the model dir, except on a non-chief worker of a
+    `TF_CONFIG` cluster, which must still save (MultiWorkerMirroredStrategy reads the
+    variables collectively) but into a scratch folder outside the model dir, removed when
+    the process ends (`cluster_role.scratch_dir`)."""
+    role = task_role()
+    if role.in_cluster and not role.is_chief:
+        return scratch_dir(role, "checkpoints", model_dir)
     return model_dir
 
 
-def restore(state, warm_start_from: str | None) -> None:
-    """Restores the latest checkpoint; without one, warm-starts the model's weights if asked."""
+def restore(state, warm_start_from: str | None, model_dir: str | None = None) -> None:
+    """Restores the latest checkpoint of `model_dir` (default: the state's checkpoint folder;
+    every worker of a cluster restores the chief's); without one, warm-starts the model's
+    weights if asked."""
     import tensorflow as tf
 
-    latest = state.manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(model_dir) if model_dir else state.manager.latest_checkpoint
     if latest:
         state.checkpoint.restore(latest).assert_existing_objects_matched()
         logger.info("restored %s at global step %d", latest, state.step)
@@ -39,6 +43,13 @@ def restore(state, warm_start_from: str | None) -> None:
             raise ConfigError("train.warm_start_from", ws, "a model dir holding a checkpoint, or a checkpoint path")
         tf.train.Checkpoint(model=state.model).restore(path).expect_partial()
         logger.info("warm-started the model's weights from %s", path)
+
+
+def remove_worker_scratch(state, model_dir: str) -> None:
+    """Removes a non-chief worker's scratch checkpoints (`checkpoint_dir`) once it is done."""
+    directory = getattr(getattr(state, "manager", None), "directory", None)
+    if directory and os.path.abspath(directory) != os.path.abspath(model_dir):
+        remove_scratch(directory)
 
 
 def save(state, *, asynchronous: bool) -> str:

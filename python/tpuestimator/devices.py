@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator import workarounds
+from tpuestimator.cluster_role import read_tf_config
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,11 @@ def _build_strategy(run: Mapping[str, Any]):
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("run.strategy", "multi_worker",
                               "a TF_CONFIG environment variable describing the cluster (see README, 'What runs where')")
+        task = tf_config_task() or {}
+        if task.get("type") in ("ps", "evaluator"):  # they never join the workers' all-reduce
+            raise ConfigError("TF_CONFIG", json.dumps(task),
+                              "a chief or worker task for run.strategy: multi_worker (ps tasks serve "
+                              "run.strategy: parameter_server; an evaluator task evaluates the chief's checkpoints)")
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         return strategy, describe_strategy("multi_worker", strategy)
     if kind == "gpu":
@@ -201,10 +207,5 @@ def _with_timeout(fn, seconds: float):
 
 def tf_config_task() -> dict | None:
     """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return None
-    try:
-        return json.loads(raw).get("task")
-    except json.JSONDecodeError:
-        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None
+    parsed = read_tf_config()
+    return parsed.get("task") if parsed else None

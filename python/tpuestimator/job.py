@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tpuestimator import data
+from tpuestimator import checkpointing, data
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
@@ -101,9 +102,15 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     cfg = _as_config(config, overrides)
     model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
     raw = cfg.raw
+    role = task_role()
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     os.makedirs(model_dir, exist_ok=True)
-    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    scratch = None
+    if role.is_chief:
+        dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    else:  # a non-chief worker: same hooks and writes as the chief (same collectives), kept nowhere
+        scratch = scratch_dir(role, "job", model_dir)
+        runs_dir, run_dir = os.path.join(scratch, "runs"), None
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -116,14 +123,19 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export,
+                            export_scratch=os.path.join(scratch, "export") if scratch else None)
         except BaseException as exc:
             if recorder is not None:
                 add_nonfinite_report(recorder, exc)
                 recorder.fail(exc)
+            remove_scratch(scratch)
             raise
     if recorder is not None:
         recorder.complete()
+    if scratch:
+        remove_scratch(scratch)
+        result = dataclasses.replace(result, run_dir=None, export_dir=None, exports={})
     return result
 
 
@@ -147,7 +159,7 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     return job_hooks
 
 
-def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobResult:
+def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_scratch=None) -> JobResult:
     raw = cfg.raw
     section = cfg.section("data")
     estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
@@ -156,7 +168,7 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     eval_fn = input_fn_for(cfg, "eval") if has_eval else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
-    export_base = exp["dir"] or os.path.join(model_dir, "export")
+    export_base = export_scratch or exp["dir"] or os.path.join(model_dir, "export")
     exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
                                best_mode=exp["best_mode"]) if export and exp["enabled"] else []
     es = raw["eval"]["early_stopping"]
@@ -168,8 +180,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
 
     with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
             numerics.translate_errors(estimator):
-        outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
-                                     eval_spec)
+        try:
+            outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
+                                                              hooks=job_hooks), eval_spec)
+        finally:
+            checkpointing.remove_worker_scratch(estimator.state if estimator.built else None, model_dir)
     for hook in job_hooks:
         close = getattr(hook, "close", None)  # a user's hook may be a plain callable
         if callable(close):
