@@ -209,3 +209,17 @@ def tf_config_task() -> dict | None:
     """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
     parsed = read_tf_config()
     return parsed.get("task") if parsed else None
+
+
+def sync_workers(strategy) -> None:
+    """Waits until every worker of a multi-worker strategy gets here (one tiny all-reduce).
+
+    At the end of a job: worker 0 hosts TensorFlow's coordination service, and when it exits
+    while another worker is still exporting, that worker's heartbeat fails with an alarming
+    "Failed to send RPC to coordination service" (or worse, mid-save). After this barrier
+    the workers only print and exit.
+    """
+    import tensorflow as tf
+
+    value = strategy.run(lambda: tf.constant(1.0))
+    strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)

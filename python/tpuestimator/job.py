@@ -18,6 +18,7 @@ from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
+from tpuestimator.devices import sync_workers
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
@@ -195,6 +196,8 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_s
                                                         version=outcome.global_step)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
+    if estimator.device_info.strategy_name == "multi_worker":
+        sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     if recorder is not None:
         spec = estimator.spec

@@ -295,3 +295,48 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
         attempt += 1
         logger.warning("%s failed (exit %d); restarting the whole cluster from the latest checkpoint "
                        "(restart %d of %d)", result.failed_task, result.returncode, attempt, restarts)
+
+
+def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, restarts: int = 0,
+                overrides: Sequence[str] = (), model_dir: str | None = None, runs_dir: str | None = None,
+                record: bool = True, export: bool = True, resume: bool = False,
+                on_line: Callable[[Task, str], None] | None = None) -> dict:
+    """`run_job`'s arguments, run as a local cluster (R's `tpu_train(cluster = ...)`).
+
+    `config` is a file path or a dict (written to a temporary YAML file the tasks read, its
+    data paths resolved first). Returns the chief's summary in `JobResult`'s fields
+    (`run_dir`, `model_dir`, `export_dir`, `metrics`, `global_step`, `history` empty) plus
+    `restarts`; a failed task raises `ClusterTaskError`.
+    """
+    import shutil
+    import tempfile
+
+    from tpuestimator.config import dump_config, load_config
+    from tpuestimator.errors import ClusterTaskError
+
+    overrides = [str(o) for o in overrides]
+    temp = None
+    if isinstance(config, (str, os.PathLike)):
+        path, train_args = str(config), [a for o in overrides for a in ("--set", o)]
+    else:  # a dict: the tasks read the resolved config from a file
+        temp = tempfile.mkdtemp(prefix="tpuestimator-cluster-config-")
+        path, train_args = os.path.join(temp, "config.yaml"), []
+        dump_config(load_config(config, overrides), path)
+    for flag, value in (("--model-dir", model_dir), ("--runs-dir", runs_dir)):
+        if value:
+            train_args += [flag, str(value)]
+    train_args += [flag for flag, on in (("--no-record", not record), ("--no-export", not export),
+                                         ("--resume", resume)) if on]
+    try:
+        result = run_local_cluster(path, workers=workers, ps=ps, evaluator=evaluator, train_args=train_args,
+                                   restarts=restarts, on_line=on_line)
+        cfg = task_config(path, train_args)
+    finally:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+    if result.returncode:
+        raise ClusterTaskError(result.failed_task, result.returncode, result.last_lines, result.restarts)
+    summary = result.chief_summary()
+    return {"run_dir": summary.get("run_dir"), "model_dir": summary.get("model_dir"),
+            "export_dir": summary.get("export_dir"), "metrics": summary["metrics"], "history": [],
+            "global_step": summary.get("global_step"), "config": cfg.to_dict(), "restarts": result.restarts}
