@@ -371,7 +371,9 @@ class Estimator:
         With several replicas or on a TPU: padded, masked global batches of a static size
         (`tpuestimator.batching`). One replica on CPU or GPU takes the batches as they come
         (the last one shorter, no mask): every example is still seen exactly once, without
-        the padding stage that cost up to 30% of an evaluation of a small model.
+        the padding stage that cost up to 30% of an evaluation of a small model. Several
+        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
+        every global batch (`batching.worker_share`); the metrics are all-reduced.
         """
         batch, field = self.global_batch(mode)
         per_replica = self.per_replica_batch(batch, field)
