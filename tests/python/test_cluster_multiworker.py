@@ -203,8 +203,8 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     lines: list = []
     result = run_local_cluster(
         config, workers=2, env=_env(tmp_path), on_line=lambda task, line: lines.append((task.name, line)),
-        train_args=["--set", "run.strategy=multi_worker", *_same_batches(), "--model-dir", str(model_dir),
-                    "--runs-dir", str(runs_dir)])
+        train_args=["--set", "run.strategy=multi_worker", *_same_batches(), "--set", "export.enabled=true",
+                    "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)])
     assert result.returncode == 0, lines[-40:]
     # both workers finish at the same global step, and evaluate each example exactly once
     for name in ("worker 0", "worker 1"):
@@ -212,9 +212,11 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
         assert "trained to global step 40" in own, own[-20:]
         evals = [line for line in own if line.startswith("eval  |")]
         assert evals and all(f"num_examples: {PARITY_EVAL_EXAMPLES}" in line for line in evals), evals
-    # checkpoints and the run record written once, by the chief; no worker scratch left anywhere
+    # checkpoints, the export and the run record written once, by the chief; no worker
+    # scratch left anywhere
     assert sorted(os.listdir(model_dir)) == ["checkpoint", "ckpt-40.data-00000-of-00001", "ckpt-40.index",
-                                             "config.yaml"]
+                                             "config.yaml", "export"]
+    assert os.listdir(model_dir / "export" / "final") == ["40"]
     assert len(ls_runs(str(runs_dir))) == 1
     assert _scratch_left(tmp_path) == []
     summary = result.chief_summary()
