@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator import workarounds
-from tpuestimator.cluster_role import read_tf_config
+from tpuestimator.cluster_role import read_tf_config, task_role
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ def _build_strategy(run: Mapping[str, Any]):
     if kind == "auto":
         if run.get("tpu") or os.environ.get("TPU_NAME"):
             kind = "tpu"
+        elif _in_worker_cluster():  # TF_CONFIG alone switches the same job to synchronous multi-worker
+            kind = "multi_worker"
         elif tf.config.list_physical_devices("GPU"):
             kind = "gpu"
         elif (run.get("num_cpu_devices") or 1) > 1:
@@ -127,6 +129,13 @@ def _build_strategy(run: Mapping[str, Any]):
     # cpu: one replica even when the CPU is split (use `mirrored` for one per logical device)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return strategy, describe_strategy("cpu", strategy, kind="cpu")
+
+
+def _in_worker_cluster() -> bool:
+    """TF_CONFIG makes this process a chief/worker of a cluster of several workers and no ps."""
+    parsed = read_tf_config() or {}
+    role = task_role()
+    return role.task_type in ("chief", "worker") and role.num_workers > 1 and not (parsed.get("cluster") or {}).get("ps")
 
 
 def describe_strategy(name: str, strategy, kind: str | None = None, topology: str | None = None) -> DeviceInfo:

@@ -66,10 +66,10 @@ class ClusterShape:
             raise ConfigError("run.strategy", strategy,
                               "parameter_server with --ps (parameter servers serve ParameterServerStrategy); "
                               "drop --ps for multi_worker (synchronous all-reduce across the workers)")
-        if not self.ps and strategy != "multi_worker":
+        if not self.ps and strategy not in ("multi_worker", "auto"):
             raise ConfigError("run.strategy", strategy,
-                              "multi_worker for a cluster of workers (MultiWorkerMirroredStrategy), or "
-                              "parameter_server with --ps M")
+                              "multi_worker (or auto, which TF_CONFIG turns into multi_worker) for a cluster of "
+                              "workers (MultiWorkerMirroredStrategy), or parameter_server with --ps M")
 
 
 def cluster_layout(shape: ClusterShape, addresses: Callable[[str, int], str]) -> dict:
@@ -258,8 +258,8 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
     """Runs `tpuestimator train CONFIG TRAIN_ARGS` as a local cluster until it ends.
 
     Args:
-      config: the config file (its `run.strategy` must suit the shape: `multi_worker`, or
-        `parameter_server` with `ps`).
+      config: the config file (its `run.strategy` must suit the shape: `multi_worker` or
+        `auto`, or `parameter_server` with `ps`).
       workers, ps, evaluator: the tasks (`ClusterShape`).
       train_args: more `tpuestimator train` arguments (`--set ...`, `--model-dir ...`).
       restarts: how many times the whole cluster starts again after a task fails (training

@@ -75,13 +75,14 @@ def test_cluster_shapes_give_each_task_its_tf_config():
     with pytest.raises(ConfigError, match="parameter_server"):
         ClusterShape(workers=2, ps=1).check_strategy("multi_worker")
     with pytest.raises(ConfigError, match="multi_worker"):
-        ClusterShape(workers=2).check_strategy("auto")
+        ClusterShape(workers=2).check_strategy("mirrored")
+    ClusterShape(workers=2).check_strategy("auto")  # TF_CONFIG turns auto into multi_worker
 
 
 def test_cluster_refuses_a_config_without_a_cluster_strategy_before_starting(fixtures_dir, tmp_path):
     started = []
     with pytest.raises(ConfigError, match="run.strategy"):
-        run_local_cluster(str(fixtures_dir / "parity" / "parity.yaml"), workers=2,
+        run_local_cluster(str(fixtures_dir / "parity" / "parity.yaml"), workers=2, train_args=["--set=run.strategy=cpu"],
                           on_start=lambda cluster, attempt: started.append(cluster))
     with pytest.raises(ConfigError, match="--restarts"):
         run_local_cluster(str(fixtures_dir / "parity" / "parity.yaml"), workers=2, restarts=-1,
@@ -234,7 +235,7 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
 def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_dir, tmp_path):
     """Worker 1 is SIGKILLed right after the chief's first checkpoint; with one restart the
     whole cluster starts again, every worker restores the chief's checkpoint and training
-    completes."""
+    completes. The config keeps `run.strategy: auto`: TF_CONFIG alone makes it multi-worker."""
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir = tmp_path / "model"
     clusters, lines, killed = [], [], []
@@ -249,8 +250,9 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     result = run_local_cluster(
         config, workers=2, restarts=1, env=_env(tmp_path), on_line=on_line,
         on_start=lambda cluster, attempt: clusters.append(cluster),
-        train_args=["--set", "run.strategy=multi_worker", "--set", "train.max_steps=300",
-                    "--set", "train.save_checkpoints_steps=20", "--model-dir", str(model_dir), "--no-record"])
+        train_args=["--set", "train.max_steps=300",
+                    "--set", "train.save_checkpoints_steps=20", "--model-dir", str(model_dir),
+                    "--runs-dir", str(tmp_path / "runs")])
     assert result.returncode == 0 and result.restarts == 1, [x for x in lines if x[0] == len(clusters) - 1][-30:]
     assert killed and len(clusters) == 2
     first_ckpt = int(killed[0].rsplit("-", 1)[1])
@@ -262,6 +264,10 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
         assert restored and int(restored[0].rsplit(" ", 1)[1]) >= first_ckpt, restored
         assert "trained to global step 300" in [line for n, line in second if n == name]
     assert "ckpt-300.index" in os.listdir(model_dir)
+    from tpuestimator.runs import run_info
+
+    properties = run_info(result.chief_summary()["run_dir"])["properties"]
+    assert properties["strategy"] == "multi_worker" and int(properties["num_replicas"]) == 2
     assert not [f for f in os.listdir(model_dir) if f.startswith(".")]
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
 

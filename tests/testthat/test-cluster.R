@@ -25,7 +25,7 @@ test_that("a config whose run.strategy is not multi_worker is refused before any
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   err <- expect_error(quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L),
-                                        verbose = FALSE)),
+                                        run.strategy = "cpu", verbose = FALSE)),
                       class = "tpuestimator_config_error")
   expect_match(conditionMessage(err), "run.strategy.*multi_worker")
 })

@@ -12,7 +12,7 @@ def register(sub) -> None:
         description="Start a local cluster on free loopback ports: each task runs `tpuestimator train CONFIG "
                     "[train flags]` with its own TF_CONFIG; their logs stream with a [worker 0] prefix; Ctrl-C or "
                     "a failing task stops them all (exit code: the failed task's). CONFIG's run.strategy must be "
-                    "multi_worker (or parameter_server with --ps).")
+                    "multi_worker or auto (or parameter_server with --ps).")
     p.add_argument("--workers", type=int, required=True, metavar="N", help="training workers (worker 0 is the chief "
                    "without --ps)")
     p.add_argument("--ps", type=int, default=0, metavar="M", help="parameter servers (adds a chief task; needs "
