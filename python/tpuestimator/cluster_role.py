@@ -63,7 +63,7 @@ def read_tf_config(environ=None) -> dict | None:
     if not isinstance(parsed, dict):
         raise ConfigError("TF_CONFIG", raw, "a JSON object with `cluster` and `task` keys")
     cluster, task = parsed.get("cluster") or {}, parsed.get("task") or {}
-    if cluster or task:
+    if task:  # a TF_CONFIG without a task (a cluster description only) is TensorFlow's to judge
         kind, index = task.get("type"), task.get("index", 0)
         if kind not in TASK_TYPES:
             raise ConfigError("TF_CONFIG", raw, f"task.type one of {', '.join(TASK_TYPES)}")

@@ -117,10 +117,6 @@ class Task:
     def name(self) -> str:
         return f"{self.task_type} {self.index}"
 
-    @property
-    def trains(self) -> bool:
-        """The tasks whose end is the cluster's end (ps tasks serve until stopped)."""
-        return self.task_type in ("chief", "worker", "evaluator")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -195,18 +191,24 @@ class LocalCluster:
                 if self.on_line is not None:
                     self.on_line(task, line)
 
+    def ends_cluster(self, task: Task) -> bool:
+        """The tasks whose end is the cluster's end: the chief (with parameter servers; the ps
+        and worker tasks are servers that stop when it has gone) or every worker, and the
+        evaluator."""
+        return task.task_type in (("chief", "evaluator") if self.shape.ps else ("worker", "evaluator"))
+
     def wait(self, poll_s: float = 0.2) -> ClusterResult:
-        """Waits until every training task exits 0 (then stops the ps tasks), or one task
-        fails (then stops every other task)."""
+        """Waits until the tasks that end the cluster (`ends_cluster`) exit 0, then stops the
+        others; or until a task fails (exits non-zero), then stops every other task."""
         while True:
             for task in self.tasks:
                 code = task.process.poll()
-                if code not in (None, 0) or (code == 0 and not task.trains):
+                if code not in (None, 0):
                     self.stop()
                     task.reader.join(timeout=5)
-                    return ClusterResult(returncode=code if code > 0 else 128 - code if code < 0 else 1,
+                    return ClusterResult(returncode=code if code > 0 else 128 - code,
                                          failed_task=task.name, last_lines=tuple(task.last_lines))
-            if all(t.process.poll() == 0 for t in self.tasks if t.trains):
+            if all(t.process.poll() == 0 for t in self.tasks if self.ends_cluster(t)):
                 self.stop()
                 for task in self.tasks:
                     task.reader.join(timeout=5)

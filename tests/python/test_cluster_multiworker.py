@@ -324,3 +324,46 @@ def test_ctrl_c_stops_every_task(fixtures_dir, tmp_path):
     assert launcher.returncode == 130, err[-2000:]
     assert "interrupted" in err
     assert not set(_marked_processes(mark)) & tasks
+
+
+# Stand-in tasks for the orchestration alone (no TensorFlow): each reads its TF_CONFIG and
+# behaves as the real task of that type would at its end.
+_TASK_SCRIPT = """
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+print("task", task["type"], task["index"], flush=True)
+behaviour = json.loads(sys.argv[1]).get(f"{task['type']} {task['index']}", "serve")
+if behaviour == "serve":  # a server: runs until stopped
+    time.sleep(600)
+time.sleep(0.3)
+sys.exit(int(behaviour))
+"""
+
+
+def _stand_in_cluster(shape, behaviours: dict):
+    from tpuestimator.local_cluster import LocalCluster
+
+    lines: list = []
+    cluster = LocalCluster(shape, [sys.executable, "-c", _TASK_SCRIPT, json.dumps(behaviours)],
+                           on_line=lambda task, line: lines.append((task.name, line))).start()
+    return cluster, cluster.wait(poll_s=0.05), lines
+
+
+def test_a_parameter_server_cluster_ends_with_its_chief_and_stops_the_servers():
+    cluster, result, lines = _stand_in_cluster(ClusterShape(workers=2, ps=1), {"chief 0": "0"})
+    assert result.returncode == 0 and result.failed_task is None
+    assert {name for name, _ in lines} == {"chief 0", "worker 0", "worker 1", "ps 0"}
+    assert [t.process.returncode for t in cluster.tasks][0] == 0
+    assert all(t.process.returncode == -signal.SIGTERM for t in cluster.tasks[1:])  # the servers were stopped
+
+
+def test_a_worker_cluster_ends_when_every_worker_is_done_and_a_failure_stops_the_rest():
+    cluster, result, _ = _stand_in_cluster(ClusterShape(workers=2, evaluator=True),
+                                           {"worker 0": "0", "worker 1": "0", "evaluator 0": "0"})
+    assert result.returncode == 0 and all(t.process.returncode == 0 for t in cluster.tasks)
+    assert cluster.tasks[2].tf_config["task"] == {"type": "evaluator", "index": 0}
+    assert "evaluator" not in cluster.tasks[2].tf_config["cluster"]
+    cluster, result, _ = _stand_in_cluster(ClusterShape(workers=3), {"worker 0": "serve", "worker 1": "3",
+                                                                    "worker 2": "serve"})
+    assert (result.returncode, result.failed_task, result.last_lines) == (3, "worker 1", ("task worker 1",))
+    assert [t.process.returncode for t in cluster.tasks] == [-signal.SIGTERM, 3, -signal.SIGTERM]
