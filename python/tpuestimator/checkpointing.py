@@ -8,18 +8,20 @@ import contextlib
 import logging
 import os
 
-from tpuestimator.devices import tf_config_task
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.errors import ConfigError, TPUEstimatorError
 
 logger = logging.getLogger(__name__)
 
 
 def checkpoint_dir(model_dir: str) -> str:
-    """Where this process writes checkpoints. Multi-worker: only the chief writes the real
-    checkpoints; other workers must still save (collective ops) but into a scratch folder."""
-    task = tf_config_task()
-    if task and not (task.get("type") in ("chief",) or (task.get("type") == "worker" and task.get("index") == 0)):
-        return os.path.join(model_dir, f".worker_{task.get('type')}_{task.get('index')}")
+    """Where this process writes checkpoints: the model dir, except on a non-chief worker of a
+    `TF_CONFIG` cluster, which must still save (MultiWorkerMirroredStrategy reads the
+    variables collectively) but into a scratch folder outside the model dir, removed when
+    the process ends (`cluster_role.scratch_dir`)."""
+    role = task_role()
+    if role.in_cluster and not role.is_chief:
+        return scratch_dir(role, "checkpoints", model_dir)
     return model_dir
 
 
@@ -38,8 +40,10 @@ class CheckpointMismatchError(TPUEstimatorError, ValueError):
         super().__init__(message)
 
 
-def restore(state, warm_start_from: str | None) -> None:
-    """Restores the latest checkpoint; without one, warm-starts the model's weights if asked.
+def restore(state, warm_start_from: str | None, model_dir: str | None = None) -> None:
+    """Restores the latest checkpoint of `model_dir` (default: the state's checkpoint folder;
+    every worker of a cluster restores the chief's); without one, warm-starts the model's
+    weights if asked.
 
     The optimizer's hyperparameters stored in the checkpoint (Keras keeps the learning rate in
     a variable) are set back to the values the model function just built from the config: a
@@ -50,7 +54,7 @@ def restore(state, warm_start_from: str | None) -> None:
     """
     import tensorflow as tf
 
-    latest = state.manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(model_dir) if model_dir else state.manager.latest_checkpoint
     if latest:
         configured = optimizer_hyperparameters(state.optimizer)
         checkpoint = state.checkpoint
@@ -77,6 +81,11 @@ def restore(state, warm_start_from: str | None) -> None:
         logger.info("warm-started the model's weights from %s", path)
 
 
+def remove_worker_scratch(state, model_dir: str) -> None:
+    """Removes a non-chief worker's scratch checkpoints (`checkpoint_dir`) once it is done."""
+    directory = getattr(getattr(state, "manager", None), "directory", None)
+    if directory and os.path.abspath(directory) != os.path.abspath(model_dir):
+        remove_scratch(directory)
 def _has_random_state(path: str) -> bool:
     import tensorflow as tf
 

@@ -17,7 +17,7 @@ from tpuestimator import __version__
 # so a bare `pip install tpuestimator` leaves no half-made run behind.
 WITHOUT_TENSORFLOW = ("example", "runs")
 TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
-COMMAND_MODULES = ("train", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
+COMMAND_MODULES = ("train", "cluster", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from tpuestimator import checkpointing
 from tpuestimator import steps as replica_steps
-from tpuestimator.batching import MASK_KEY, pad_and_mask
+from tpuestimator.batching import MASK_KEY, pad_and_mask, worker_share
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
 from tpuestimator.errors import ConfigError
@@ -184,7 +184,7 @@ class Estimator:
         latest checkpoint (or warm-starts); a no-op once built. Returns the training state."""
         if self._state is None:
             self._state = self._build_state(input_fn, mode, global_batch)
-            checkpointing.restore(self._state, self.config.warm_start_from)
+            checkpointing.restore(self._state, self.config.warm_start_from, self.model_dir)
         return self._state
 
     def _build_state(self, input_fn, mode: Mode, global_batch: int | None) -> TrainingState:
@@ -374,10 +374,19 @@ class Estimator:
         With several replicas or on a TPU: padded, masked global batches of a static size
         (`tpuestimator.batching`). One replica on CPU or GPU takes the batches as they come
         (the last one shorter, no mask): every example is still seen exactly once, without
-        the padding stage that cost up to 30% of an evaluation of a small model.
+        the padding stage that cost up to 30% of an evaluation of a small model. Several
+        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
+        every global batch (`batching.worker_share`); the metrics are all-reduced.
         """
         batch, field = self.global_batch(mode)
         per_replica = self.per_replica_batch(batch, field)
+        if self.device_info.strategy_name == "multi_worker":
+            def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
+                ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=per_replica,
+                                  replicas=self.num_replicas, steps=steps)
+                return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
+                                    per_replica=per_replica)
+            return self.strategy.distribute_datasets_from_function(worker_input)
         ds = input_fn(self.input_params(mode))
         if self.num_replicas > 1 or self.device_info.kind == "tpu":
             ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)

@@ -16,11 +16,13 @@ from typing import Any
 
 import yaml
 
-from tpuestimator import data
+from tpuestimator import checkpointing, data
 from tpuestimator.checkpointing import CheckpointMismatchError
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
+from tpuestimator.devices import sync_workers
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
@@ -137,10 +139,16 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
 def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_fn, hooks, progress, export, resume,
                 stopper) -> JobResult:
     raw = cfg.raw
+    role = task_role()
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     config_path = os.path.join(model_dir, CONFIG_FILE)
     previous_config = _read_text(config_path) if resumed_from_step is not None else None
-    dump_config(cfg, config_path)
+    scratch = None
+    if role.is_chief:
+        dump_config(cfg, config_path)
+    else:  # a non-chief worker: same hooks and writes as the chief (same collectives), kept nowhere
+        scratch = scratch_dir(role, "job", model_dir)
+        runs_dir, run_dir = os.path.join(scratch, "runs"), None
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -156,9 +164,10 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
         remove_stale_temporaries(model_dir, [raw["export"]["dir"] or os.path.join(model_dir, "export")])
         try:
             try:
-                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export,
+                                export_scratch=os.path.join(scratch, "export") if scratch else None)
             except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
-                if previous_config is not None:
+                if previous_config is not None and role.is_chief:
                     atomic_write_text(config_path, previous_config)
                 recorded = yaml.safe_load(previous_config) if previous_config else None
                 raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
@@ -166,6 +175,7 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
             logger.warning("%s", exc)
             if recorder is not None:
                 recorder.interrupt(str(exc), step=exc.step)
+            remove_scratch(scratch)
             raise
         except KeyboardInterrupt as exc:
             # A second signal (the CLI), or Ctrl-C / an interrupt from R without our handlers.
@@ -176,6 +186,7 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
             logger.warning("%s", reason)
             if recorder is not None:
                 recorder.interrupt(reason)
+            remove_scratch(scratch)
             if interrupted is not None:
                 raise interrupted from exc
             raise
@@ -183,9 +194,13 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
             if recorder is not None:
                 add_nonfinite_report(recorder, exc)
                 recorder.fail(exc)
+            remove_scratch(scratch)
             raise
     if recorder is not None:
         recorder.complete()
+    if scratch:
+        remove_scratch(scratch)
+        result = dataclasses.replace(result, run_dir=None, export_dir=None, exports={})
     return result
 
 
@@ -217,7 +232,7 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     return job_hooks
 
 
-def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobResult:
+def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_scratch=None) -> JobResult:
     raw = cfg.raw
     section = cfg.section("data")
     estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
@@ -226,7 +241,7 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     eval_fn = input_fn_for(cfg, "eval") if has_eval else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
-    export_base = exp["dir"] or os.path.join(model_dir, "export")
+    export_base = export_scratch or exp["dir"] or os.path.join(model_dir, "export")
     serving_inputs = data_serving_inputs(section)
     exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
                                best_mode=exp["best_mode"], serving_inputs=serving_inputs) if export and exp["enabled"] else []
@@ -239,8 +254,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
 
     with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
             numerics.translate_errors(estimator):
-        outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
-                                     eval_spec)
+        try:
+            outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
+                                                              hooks=job_hooks), eval_spec)
+        finally:
+            checkpointing.remove_worker_scratch(estimator.state if estimator.built else None, model_dir)
     for hook in job_hooks:
         close = getattr(hook, "close", None)  # a user's hook may be a plain callable
         if callable(close):
@@ -252,6 +270,8 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
         write_warmup(path, cfg, exp["warmup"])
+    if estimator.device_info.strategy_name == "multi_worker":
+        sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     if recorder is not None:
         spec = estimator.spec

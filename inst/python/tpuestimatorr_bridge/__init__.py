@@ -34,6 +34,7 @@ __all__ = [
     "predict_files",
     "predict_to_file",
     "quiet_tensorflow",
+    "run_cluster",
     "strings_to_numpy",
     "to_json",
     "tpuestimator_version",
@@ -232,3 +233,22 @@ def quiet_tensorflow(quiet: bool = True) -> None:
     from tpuestimator.console import quiet_tensorflow as _quiet_tensorflow
 
     _quiet_tensorflow(bool(quiet))
+
+
+def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps: int = 0, evaluator: bool = False,
+                restarts: int = 0, model_dir: str | None = None, runs_dir: str | None = None, export: bool = True,
+                resume: bool = False, verbose: bool = True) -> dict:
+    """`tpu_train(cluster = ...)`: the job as a local cluster (`local_cluster.cluster_job`).
+
+    The tasks' log lines arrive on reader threads, where calling back into R is unsafe, so
+    they go straight to the process's stderr (file descriptor 2) with their task prefix.
+    """
+    from tpuestimator.local_cluster import cluster_job
+
+    def on_line(task, line: str) -> None:
+        if verbose:
+            os.write(2, f"[{task.name}] {line}\n".encode("utf-8", "replace"))
+
+    return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
+                       evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
+                       export=bool(export), resume=bool(resume), on_line=on_line)

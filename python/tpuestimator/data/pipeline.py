@@ -124,8 +124,9 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
                            deterministic=bool(section["deterministic"]))
     else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
         ds = ds.interleave(read, cycle_length=cycle, block_length=1)
-    if record_shard:  # whole chunks per pipeline: still a disjoint split
-        ds = ds.shard(*record_shard)
+    if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
+        # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
+        ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
     if section.get("cache"):
         ds = ds.cache()
 
