@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import array_input_fn, make_data
+from helpers import array_input_fn, finite_input_fn, make_data
 
 
 def _weights(model_dir):
@@ -42,6 +42,29 @@ def test_estimator_resume_with_a_shuffled_user_input_is_exact(tmp_path):
     resumed.train(fn, max_steps=40)
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
     assert resumed.evaluate(fn) == whole.evaluate(fn)
+
+
+def test_a_finite_input_is_resumed_within_its_pass(tmp_path):
+    """One pass per `train` call (no repeat): a call stopped mid-pass and resumed reads the rest
+    of the pass (same weights as one call), and the next call reads a whole pass again."""
+    from tpuestimator import Estimator, RunConfig
+
+    x, y = make_data(300)  # 9 batches of 32
+
+    def estimator(name):
+        cfg = RunConfig(model_dir=str(tmp_path / name), train_batch_size=32, eval_batch_size=64,
+                        iterations_per_loop=4, save_checkpoints_steps=100, strategy="cpu", seed=5)
+        return Estimator("linear", cfg, {"num_classes": 3, "learning_rate": 0.05})
+
+    estimator("whole").train(finite_input_fn(x, y))
+    estimator("split").train(finite_input_fn(x, y), max_steps=5)
+    resumed = estimator("split")
+    resumed.train(finite_input_fn(x, y))
+    assert resumed.global_step == 9
+    _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
+    again = estimator("split")
+    again.train(finite_input_fn(x, y))  # the next pass: all 9 batches
+    assert again.global_step == 18
 
 
 def _job(config, model_dir, overrides, **kw):
