@@ -26,12 +26,12 @@ from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.io import atomic_write_text
 from tpuestimator.leftovers import remove_stale_temporaries
 from tpuestimator.logcapture import capture_log
-from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
+from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
 from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
-from tpuestimator.serving import predict, write_export_metadata
+from tpuestimator.serving import data_serving_inputs, predict, write_export_metadata
 from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
 # `tpuestimator.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
@@ -180,8 +180,9 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
     export_base = exp["dir"] or os.path.join(model_dir, "export")
+    serving_inputs = data_serving_inputs(section)
     exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
-                               best_mode=exp["best_mode"]) if export and exp["enabled"] else []
+                               best_mode=exp["best_mode"], serving_inputs=serving_inputs) if export and exp["enabled"] else []
     es = raw["eval"]["early_stopping"]
     eval_spec = EvalSpec(input_fn=eval_fn, steps=raw["eval"]["steps"], every_n_steps=raw["eval"]["every_n_steps"],
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
@@ -200,9 +201,10 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     exports = dict(outcome.exports)
     if export and exp["enabled"] and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step)
+                                                        version=outcome.global_step, serving_inputs=serving_inputs)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
+        write_warmup(path, cfg, exp["warmup"])
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     if recorder is not None:
         spec = estimator.spec

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tpuestimator.controller import EvalCadence
@@ -72,13 +72,18 @@ class EvalSpec:
 
 
 class Exporter:
-    """Base exporter: writes SavedModels under `<base>/<name>/<global step>/`, keeps `keep`."""
+    """Base exporter: writes SavedModels under `<base>/<name>/<global step>/`, keeps `keep`.
+
+    `serving_inputs` (name -> `serving.ServingInput`) adds signatures to each export
+    (`Estimator.export_saved_model`); jobs pass the data section's (tf.Example, image bytes).
+    """
 
     name = "exporter"
 
-    def __init__(self, base_dir: str, *, keep: int = 5):
+    def __init__(self, base_dir: str, *, keep: int = 5, serving_inputs: Mapping[str, Any] | None = None):
         self.base_dir = base_dir
         self.keep = keep
+        self.serving_inputs = serving_inputs
 
     @property
     def dir(self) -> str:
@@ -88,7 +93,7 @@ class Exporter:
         target = os.path.join(self.dir, str(step))
         if os.path.exists(target):  # a rerun at the same step: the export is already there
             return target
-        path = estimator.export_saved_model(self.dir, version=step)
+        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs)
         self._garbage_collect()
         return path
 
@@ -128,8 +133,9 @@ class BestExporter(Exporter):
 
     name = "best"
 
-    def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5):
-        super().__init__(base_dir, keep=keep)
+    def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5,
+                 serving_inputs: Mapping[str, Any] | None = None):
+        super().__init__(base_dir, keep=keep, serving_inputs=serving_inputs)
         self.metric = metric
         self.mode = mode or ("min" if "loss" in metric or "error" in metric else "max")
 
@@ -155,15 +161,16 @@ class BestExporter(Exporter):
 
 
 def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_metric: str = "loss",
-                   best_mode: str | None = None) -> list[Exporter]:
+                   best_mode: str | None = None, serving_inputs: Mapping[str, Any] | None = None) -> list[Exporter]:
     out: list[Exporter] = []
     for name in names:
         if name == "final":
-            out.append(FinalExporter(base_dir, keep=keep))
+            out.append(FinalExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
         elif name == "latest":
-            out.append(LatestExporter(base_dir, keep=keep))
+            out.append(LatestExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
         elif name == "best":
-            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, keep=keep))
+            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, keep=keep,
+                                    serving_inputs=serving_inputs))
         else:
             raise ValueError(f"Unknown exporter {name!r}: expected 'final', 'latest' or 'best'.")
     return out

@@ -233,6 +233,56 @@ def parse_serialized(data_section: Mapping[str, Any], serialized: tf.Tensor) -> 
     return features
 
 
+def image_input(data_section: Mapping[str, Any]) -> tuple[str, list[int], int, str] | None:
+    """The one image input of an image model: (feature name, [height, width, channels], JPEG
+    decode ratio, record kind), or None when the data is not one image (tabular or several
+    features). Record kind: "raw" (raw pixel bytes in the records) or "encoded" (JPEG/PNG)."""
+    section = specs.resolve_section(data_section)
+    fmt = section["format"]
+    img = section.get("image") or {}
+    if fmt == "mnist":
+        return "image", [img["height"], img["width"], img["channels"]], 1, "raw"
+    if fmt == "flowers":
+        return "image", [img["height"], img["width"], img["channels"]], int(img.get("decode_ratio", 1)), "encoded"
+    features = specs.record_features(section, with_label=False)
+    if len(features) == 1:
+        name, fspec = next(iter(features.items()))
+        if fspec["kind"] in ("raw_image", "jpeg", "png"):
+            return name, list(fspec["image_shape"]), 1, "raw" if fspec["kind"] == "raw_image" else "encoded"
+    return None
+
+
+def image_bytes_features(data_section: Mapping[str, Any], images: tf.Tensor) -> dict[str, tf.Tensor]:
+    """A batch of JPEG/PNG strings -> the features an image model saw in evaluation (for a serving
+    signature taking raw image bytes): each image decoded with the channels of the data, resized
+    (bilinear) to its height and width, scaled by `data.image.scale`, checked by `data.assertions`
+    — the eval decoder's own steps (`BatchDecoder.decode_batch` + `finish` for JPEG/PNG records).
+
+    Raises:
+      DataError: when the data is not one image per example.
+    """
+    section = specs.resolve_section(data_section)
+    found = image_input(section)
+    if found is None:
+        raise DataError("Raw image bytes need an image model: data.format 'mnist' or 'flowers', or one "
+                        "image feature in data.features.")
+    name, shape, ratio, kind = found
+    decoder = make_batch_decoder(section, "predict")
+    images = tf.convert_to_tensor(images, tf.string)
+    if kind == "encoded":  # the records hold JPEG/PNG: exactly the eval path from the parsed bytes on
+        key = specs.FLOWERS_IMAGE_KEY if section["format"] == "flowers" else name
+        features, _ = decoder.finish(decoder.decode_batch({key: images}))
+        return features
+    # Raw-pixel records: the eval path decodes uint8 pixels and scales them by 1/255; decoding the
+    # image file to uint8 (resized when its size differs) then scaling is the same computation.
+    pixels = tf.map_fn(lambda d: _decode_image(d, shape, ratio), images,
+                       fn_output_signature=tf.TensorSpec(shape, tf.float32))
+    features = {name: scale_pixels(pixels, (section.get("image") or {}).get("scale", "unit"))}
+    if decoder.assertions:
+        features = apply_assertions(features, decoder.assertions, decoder.fmt)
+    return features
+
+
 def decode_image_files(paths: list[str], image: Mapping[str, Any]):
     """Image files (JPEG/PNG/...) -> float32 array [n, height, width, channels] as the model
     saw them in training: resized to `image.height` x `image.width`, pixels scaled by
