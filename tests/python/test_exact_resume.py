@@ -126,3 +126,29 @@ def test_job_resume_is_exact_with_dropout_and_augmentation(tmp_path):
     weights = _weights(tmp_path / "whole")
     assert any(name.startswith("random_state/") for name in weights)  # the dropout's seed generator
     _assert_same_weights(weights, _weights(tmp_path / "split"))
+
+
+def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
+    """Checkpoints written before the dropout layers' random state was checkpointed still resume
+    (their dropout masks restart; logged), instead of failing as a checkpoint of another model."""
+    import tensorflow as tf
+
+    from tpuestimator import Estimator, RunConfig
+
+    x, y = make_data(200)
+    fn = array_input_fn(x, y)
+
+    def estimator(name):
+        cfg = RunConfig(model_dir=str(tmp_path / name), train_batch_size=32, eval_batch_size=64,
+                        iterations_per_loop=2, save_checkpoints_steps=100, strategy="cpu", seed=5)
+        return Estimator("mlp", cfg, {"num_classes": 3, "hidden_units": [8], "dropout": 0.3})
+
+    first = estimator("new")
+    first.train(fn, max_steps=4)
+    state = first.state
+    assert len(state.checkpoint.random_state) == 1  # the Dropout layer's seed generator
+    older = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer, step=state.global_step)
+    tf.train.CheckpointManager(older, str(tmp_path / "old"), max_to_keep=1).save(checkpoint_number=4)
+    resumed = estimator("old")
+    resumed.train(fn, max_steps=8)
+    assert resumed.global_step == 8
