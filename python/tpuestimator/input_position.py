@@ -49,10 +49,25 @@ def batches_before_step(params: Mapping[str, Any]) -> int:
 
 def train_dataset(input_fn: Callable[[dict], Any], params: dict):
     """`input_fn(params)` positioned at `params["start_step"]`: skipped by the input function
-    itself when it declares `skips_to_start_step`, else by `Dataset.skip` here."""
+    itself when it declares `skips_to_start_step`, else by `Dataset.skip` here.
+
+    A finite input (no `repeat`: one pass per `train` call, TPUEstimator's epoch-per-call
+    pattern) of known length is positioned within its pass (`skip % length`), so each call
+    still reads a whole pass; one of unknown length starts from its beginning (logged).
+    """
+    import tensorflow as tf
+
     ds = input_fn(params)
     skip = batches_before_step(params)
-    if skip and not getattr(input_fn, SKIPS_ATTRIBUTE, False):
+    if not skip or getattr(input_fn, SKIPS_ATTRIBUTE, False):
+        return ds
+    length = int(ds.cardinality().numpy())
+    if length == tf.data.UNKNOWN_CARDINALITY:
+        logger.info("a finite training input of unknown length starts from its beginning at step %d", params["start_step"])
+        return ds
+    if length != tf.data.INFINITE_CARDINALITY:
+        skip = skip % length if length > 0 else 0
+    if skip:
         logger.info("resuming the input at step %d: skipping the %d batches already trained on", params["start_step"],
                     skip)
         ds = ds.skip(skip)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import array_input_fn, make_data
+from helpers import array_input_fn, finite_input_fn, make_data
 
 
 def _weights(model_dir):
@@ -44,25 +44,68 @@ def test_estimator_resume_with_a_shuffled_user_input_is_exact(tmp_path):
     assert resumed.evaluate(fn) == whole.evaluate(fn)
 
 
+def test_a_finite_input_is_resumed_within_its_pass(tmp_path):
+    """One pass per `train` call (no repeat): a call stopped mid-pass and resumed reads the rest
+    of the pass (same weights as one call), and the next call reads a whole pass again."""
+    from tpuestimator import Estimator, RunConfig
+
+    x, y = make_data(300)  # 9 batches of 32
+
+    def estimator(name):
+        cfg = RunConfig(model_dir=str(tmp_path / name), train_batch_size=32, eval_batch_size=64,
+                        iterations_per_loop=4, save_checkpoints_steps=100, strategy="cpu", seed=5)
+        return Estimator("linear", cfg, {"num_classes": 3, "learning_rate": 0.05})
+
+    estimator("whole").train(finite_input_fn(x, y))
+    estimator("split").train(finite_input_fn(x, y), max_steps=5)
+    resumed = estimator("split")
+    resumed.train(finite_input_fn(x, y))
+    assert resumed.global_step == 9
+    _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
+    again = estimator("split")
+    again.train(finite_input_fn(x, y))  # the next pass: all 9 batches
+    assert again.global_step == 18
+
+
 def _job(config, model_dir, overrides, **kw):
     from tpuestimator.job import run_job
 
     return run_job(config, overrides=overrides, model_dir=str(model_dir), record=False, export=False, **kw)
 
 
-@pytest.mark.parametrize("replicas", [1, pytest.param(8, marks=pytest.mark.slow)])
-def test_job_resume_is_exact_on_the_builtin_pipeline(tmp_path, fixtures_dir, replicas):
-    """The digits/linear case of the issue (stop at 700 of 1500: eval loss 0.0548 vs 0.0366),
-    on the parity job; with 8 replicas (MirroredStrategy over the tests' 8 logical CPUs) too."""
+def test_job_resume_is_exact_on_the_builtin_pipeline(tmp_path, fixtures_dir):
+    """The digits/linear case of the issue (stop at 700 of 1500: eval loss 0.0548 vs 0.0366), on the parity job."""
     config = str(fixtures_dir / "parity" / "parity.yaml")
     common = ["train.max_steps=40", "eval.every_n_steps=20"]
-    if replicas > 1:
-        common += ["run.strategy=mirrored"]
     whole = _job(config, tmp_path / "whole", common)
-    _job(config, tmp_path / "split", [*common, "train.max_steps=17"])
+    _job(config, tmp_path / "split", [*common, "train.max_steps=17"])  # mid-loop, before the first evaluation
     resumed = _job(config, tmp_path / "split", common)
     assert resumed.global_step == whole.global_step == 40
     assert resumed.metrics == whole.metrics
+    _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
+
+
+@pytest.mark.slow
+def test_resume_is_exact_with_8_replicas(tmp_path, fixtures_dir):
+    """MirroredStrategy over the tests' 8 logical CPUs: each step takes 8 per-replica batches from
+    the built-in pipeline, so a resumed input skips 8 per step already trained."""
+    from tpuestimator import Estimator, RunConfig
+    from tpuestimator.config import load_config
+    from tpuestimator.from_config import input_fn_for
+
+    cfg = load_config(str(fixtures_dir / "parity" / "parity.yaml"))
+    fn = input_fn_for(cfg, "train")
+
+    def estimator(name):
+        run = RunConfig(model_dir=str(tmp_path / name), train_batch_size=16, eval_batch_size=16,
+                        iterations_per_loop=10, save_checkpoints_steps=100, strategy="mirrored", seed=1)
+        return Estimator("linear", run, {"num_classes": 3, "learning_rate": 0.1})
+
+    estimator("whole").train(fn, max_steps=20)
+    estimator("split").train(fn, max_steps=7)
+    resumed = estimator("split")
+    resumed.train(fn, max_steps=20)
+    assert resumed.num_replicas == 8 and resumed.global_step == 20
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
 
 
@@ -83,3 +126,29 @@ def test_job_resume_is_exact_with_dropout_and_augmentation(tmp_path):
     weights = _weights(tmp_path / "whole")
     assert any(name.startswith("random_state/") for name in weights)  # the dropout's seed generator
     _assert_same_weights(weights, _weights(tmp_path / "split"))
+
+
+def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
+    """Checkpoints written before the dropout layers' random state was checkpointed still resume
+    (their dropout masks restart; logged), instead of failing as a checkpoint of another model."""
+    import tensorflow as tf
+
+    from tpuestimator import Estimator, RunConfig
+
+    x, y = make_data(200)
+    fn = array_input_fn(x, y)
+
+    def estimator(name):
+        cfg = RunConfig(model_dir=str(tmp_path / name), train_batch_size=32, eval_batch_size=64,
+                        iterations_per_loop=2, save_checkpoints_steps=100, strategy="cpu", seed=5)
+        return Estimator("mlp", cfg, {"num_classes": 3, "hidden_units": [8], "dropout": 0.3})
+
+    first = estimator("new")
+    first.train(fn, max_steps=4)
+    state = first.state
+    assert len(state.checkpoint.random_state) == 1  # the Dropout layer's seed generator
+    older = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer, step=state.global_step)
+    tf.train.CheckpointManager(older, str(tmp_path / "old"), max_to_keep=1).save(checkpoint_number=4)
+    resumed = estimator("old")
+    resumed.train(fn, max_steps=8)
+    assert resumed.global_step == 8

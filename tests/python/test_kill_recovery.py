@@ -87,7 +87,7 @@ def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env
 
 def test_progress_is_written_at_loop_boundaries(tmp_path):
     """(c) Killed runs showed "0/1500, 0s": the progress (global_step, end) was written every 5 s
-    at best. Now at every loop boundary, at most every HEARTBEAT_S (0.5 s)."""
+    at best. Now at every loop boundary, at most every HEARTBEAT_S (1 s)."""
     import time
 
     from tpuestimator.runs import RunRecorder
@@ -99,8 +99,8 @@ def test_progress_is_written_at_loop_boundaries(tmp_path):
     props = recorder.run_dir / "tfruns.d" / "properties"
     hook.after_loop(100, {"loss": 1.0, "steps": 100})
     assert (props / "global_step").read_text() == "100\n"
-    assert HEARTBEAT_S <= 0.5
-    time.sleep(0.6)
+    assert HEARTBEAT_S <= 1.0
+    time.sleep(1.1)
     hook.after_loop(200, {"loss": 0.5, "steps": 100})
     assert (props / "global_step").read_text() == "200\n"
     assert float((props / "end").read_text()) >= recorder.start + HEARTBEAT_S
