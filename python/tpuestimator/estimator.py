@@ -32,8 +32,13 @@ from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, is_parameter_server, make_strategy
 from tpuestimator.errors import ConfigError
 from tpuestimator.hooks.base import HookList
-from tpuestimator.loops import (make_eval_loop, make_loop_reader, make_predict_step, make_scheduled_train_loop,
-                                make_train_loop)
+from tpuestimator.loops import (
+    make_eval_loop,
+    make_loop_reader,
+    make_predict_step,
+    make_scheduled_train_loop,
+    make_train_loop,
+)
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
 from tpuestimator.serving import serving_module

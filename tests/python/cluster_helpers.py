@@ -43,20 +43,25 @@ def cluster_spec(*, workers: int, ps: int = 0, chief: bool = True) -> dict:
 
 class LocalCluster:
     """Starts one process per task (`tasks`: [(type, index)]), each running `args` after
-    `python -m tpuestimator`, logs in `log_dir/<type>-<index>.log`. Always `stop()` it."""
+    `python -m tpuestimator`, logs in `log_dir/<type>-<index>.log`; `commands` gives a task
+    ("chief-0") another command line after `python`. Always `stop()` it."""
 
-    def __init__(self, cluster: dict, tasks, args: list[str], *, log_dir: Path, env: dict | None = None):
+    def __init__(self, cluster: dict, tasks, args: list[str], *, log_dir: Path, env: dict | None = None,
+                 commands: dict | None = None):
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
-        base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]),
-                    TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+        base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), str(REPO / "tests" / "python"),
+                                                             os.environ.get("PYTHONPATH", "")]),
+                    TF_CPP_MIN_LOG_LEVEL="2")
+        base.update(env or {})
         for kind, index in tasks:
             name = f"{kind}-{index}"
             task_env = dict(base, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}))
             self.logs[name] = log_dir / f"{name}.log"
             with open(self.logs[name], "wb") as log:
-                self.procs[name] = subprocess.Popen([sys.executable, "-m", "tpuestimator", *args], env=task_env,
+                argv = (commands or {}).get(name) or ["-m", "tpuestimator", *args]
+                self.procs[name] = subprocess.Popen([sys.executable, *argv], env=task_env,
                                                     stdout=log, stderr=subprocess.STDOUT, cwd=str(log_dir))
 
     def wait(self, name: str, timeout: float) -> int:

@@ -1,0 +1,102 @@
+"""Parameter-server training and the side-car evaluator on real local clusters: every task is
+a `python -m tpuestimator train` process on 127.0.0.1 with its own TF_CONFIG
+(tests/python/cluster_helpers.py), as on separate machines, but on one host."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cluster_helpers import LocalCluster, cluster_spec
+from tpuestimator.runs import run_info
+from tpuestimator.sidecar import SidecarOptions, run_sidecar_evaluator
+
+PS_FLAGS = ["--set", "run.strategy=parameter_server", "--set", "train.max_steps=60",
+            "--set", "train.iterations_per_loop=20", "--set", "run.ps_steps_per_invocation=5",
+            "--set", "train.save_checkpoints_steps=20", "--set", "eval.every_n_steps=20"]
+
+
+def _show_logs(cluster: LocalCluster) -> str:
+    return "\n".join(f"===== {name}\n" + "\n".join(cluster.log(name).splitlines()[-25:]) for name in cluster.logs)
+
+
+@pytest.mark.slow
+def test_parameter_servers_train_asynchronously_and_a_sidecar_evaluates_every_checkpoint(tmp_path, fixtures_dir):
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    model_dir, runs_dir = tmp_path / "model", tmp_path / "runs"
+    args = ["train", config, "--model-dir", str(model_dir), "--runs-dir", str(runs_dir), "--no-export", *PS_FLAGS]
+    tasks = [("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0), ("evaluator", 0)]
+    cluster = LocalCluster(cluster_spec(workers=2, ps=1), tasks, args, log_dir=tmp_path / "logs")
+    try:
+        # every task ends by itself: the chief when training is done, the ps and workers once
+        # the chief is gone, the evaluator after the final checkpoint
+        codes = cluster.wait_all(timeout=400)
+    finally:
+        cluster.stop()
+    assert codes == {name: 0 for name in codes}, _show_logs(cluster)
+
+    (run_dir,) = [p for p in runs_dir.iterdir() if not p.name.startswith(".")]
+    info = run_info(str(run_dir))
+    props = info["properties"]
+    assert info["status"] == "completed" and props["strategy"] == "parameter_server"
+    # The global step counts the steps of both workers: each ran some of the scheduled functions.
+    by_worker = dict(item.split(":") for item in props["ps_steps_by_worker"].split(","))
+    assert set(by_worker) == {"0", "1"} and all(int(n) > 0 for n in by_worker.values()), by_worker
+    assert sum(int(n) for n in by_worker.values()) == props["global_step"] == 60
+    # Asynchronous updates still learn: the evaluation loss (on the coordinator) falls.
+    metrics = info["metrics"]
+    assert metrics["epoch"] == [20, 40, 60]
+    assert metrics["val_loss"][-1] < metrics["val_loss"][0] and metrics["loss"][-1] < metrics["loss"][0]
+    # Checkpoints were written by the chief alone (no worker scratch folders).
+    written = sorted(int(p.name.split("-")[1].split(".")[0]) for p in model_dir.glob("ckpt-*.index"))
+    assert written == [20, 40, 60] and not list(model_dir.glob(".worker_*"))
+    # The side-car evaluated every checkpoint the chief wrote, into the chief's run record, and
+    # its numbers are the coordinator's own evaluations of the same checkpoints.
+    sidecar = info["sidecar_evaluations"]
+    assert [e["step"] for e in sidecar] == written
+    for row, evaluation in zip(range(3), sidecar):
+        assert evaluation["loss"] == pytest.approx(metrics["val_loss"][row], rel=1e-4)
+        assert evaluation["num_examples"] == 24
+    assert "evaluated the checkpoints of steps 20, 40, 60" in cluster.log("evaluator-0")
+
+
+@pytest.mark.slow
+def test_ps_partition_shards_a_variable_over_two_ps_tasks(tmp_path, fixtures_dir):
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    tasks = [("ps", 0), ("ps", 1), ("worker", 0), ("chief", 0)]
+    chief = os.path.join(os.path.dirname(__file__), "ps_sharding_chief.py")
+    cluster = LocalCluster(cluster_spec(workers=1, ps=2), tasks, ["train", config, "--set", "run.strategy=parameter_server"],
+                           log_dir=tmp_path / "logs", commands={"chief-0": [chief]})
+    try:
+        codes = cluster.wait_all(timeout=300)
+    finally:
+        cluster.stop()
+    assert codes == {name: 0 for name in codes}, _show_logs(cluster)
+    (line,) = [ln for ln in cluster.log("chief-0").splitlines() if ln.startswith("RESULT ")]
+    result = json.loads(line[len("RESULT "):])
+    assert result["strategy"] == "parameter_server"
+    assert result["big_type"] == "ShardedVariable" and result["big_shapes"] == [[500, 64], [500, 64]]
+    assert [d.split("/device")[0] for d in result["big_devices"]] == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+    assert result["small_type"] != "ShardedVariable"  # under min_shard_bytes: one piece
+    # Keras 3 cannot update a sharded trainable weight: a clear error before training, naming the field.
+    assert "run.ps_partition" in result["trainable_sharding"] and "logits/kernel (2 shards)" in result["trainable_sharding"]
+
+
+@pytest.mark.slow
+def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path, fixtures_dir):
+    from tpuestimator.job import run_job
+
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    runs_dir, model_dir = tmp_path / "runs", tmp_path / "model"
+    result = run_job(config, overrides=["train.save_checkpoints_steps=10"], model_dir=str(model_dir),
+                     runs_dir=str(runs_dir), export=False)
+    # the chief has finished: the side-car finds every checkpoint at once and stops at max_steps
+    record = run_sidecar_evaluator(config, model_dir=str(model_dir), runs_dir=str(runs_dir),
+                                   options=SidecarOptions(timeout_s=1.0, poll_s=0.1))
+    assert [e["step"] for e in record["evaluations"]] == [10, 20, 30, 40] and record["done"]
+    assert record["run_dir"] == result.run_dir
+    info = run_info(result.run_dir)
+    assert [e["step"] for e in info["sidecar_evaluations"]] == [10, 20, 30, 40]
+    assert info["sidecar_evaluations"][-1]["loss"] == pytest.approx(result.metrics["loss"], rel=1e-4)
+    assert (model_dir / "eval_sidecar" / "sidecar_evaluations.json").is_file()
