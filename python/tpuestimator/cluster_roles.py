@@ -16,7 +16,7 @@ import logging
 import socket
 import time
 
-from tpuestimator.devices import cluster_spec, tf_config_task
+from tpuestimator.devices import cluster_spec, tf_config_task, training_cluster_resolver
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +57,9 @@ def serve(*, poll_seconds: float = 1.0, gone_after: int = 3, wait_for_chief_s: f
 
     task = tf_config_task() or {}
     cluster = cluster_spec()
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    resolver = training_cluster_resolver()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=task["type"], task_index=int(task.get("index", 0)),
-                                  protocol=resolver.rpc_layer or "grpc", start=True)
+                                  protocol=resolver.rpc_layer, start=True)
     chief = (cluster.get("chief") or [None])[0]
     name = f"{task['type']}:{task.get('index', 0)}"
     logger.info("%s serving at %s for the chief at %s", name, server.target, chief)

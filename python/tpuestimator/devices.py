@@ -162,11 +162,22 @@ def _parameter_server_strategy(run: Mapping[str, Any]):
         partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
             min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
             max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(training_cluster_resolver(),
+                                                                  variable_partitioner=partitioner)
     workers = tuple(f"/job:worker/replica:0/task:{i}" for i in range(len(cluster["worker"])))
     return strategy, DeviceInfo(strategy_name="parameter_server", kind="cpu" if not tf.config.list_physical_devices("GPU")
                                 else "gpu", num_replicas=int(strategy.num_replicas_in_sync), devices=workers)
+
+
+def training_cluster_resolver():
+    """TF_CONFIG's cluster without its `evaluator`: the side-car evaluator serves nothing, and a
+    coordinator whose cluster lists it waits for it for ever (TF 2.21)."""
+    import tensorflow as tf
+
+    task = tf_config_task() or {}
+    jobs = {kind: list(addresses) for kind, addresses in cluster_spec().items() if kind != "evaluator"}
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(jobs), task_type=task.get("type"), task_id=int(task.get("index", 0)), rpc_layer="grpc")
 
 
 def is_parameter_server(strategy) -> bool:

@@ -31,9 +31,13 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def cluster_spec(*, workers: int, ps: int = 0, chief: bool = True) -> dict:
-    ports = iter(free_ports(workers + ps + int(chief)))
+def cluster_spec(*, workers: int, ps: int = 0, chief: bool = True, evaluator: bool = False) -> dict:
+    """TF_CONFIG's `cluster` on free loopback ports (an `evaluator` listed as TensorFlow's
+    convention has it, though it serves nothing)."""
+    ports = iter(free_ports(workers + ps + int(chief) + int(evaluator)))
     spec = {"worker": [f"127.0.0.1:{next(ports)}" for _ in range(workers)]}
+    if evaluator:
+        spec["evaluator"] = [f"127.0.0.1:{next(ports)}"]
     if ps:
         spec["ps"] = [f"127.0.0.1:{next(ports)}" for _ in range(ps)]
     if chief:

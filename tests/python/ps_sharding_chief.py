@@ -1,16 +1,23 @@
-"""Run as the `chief` of a parameter-server cluster (test_cluster_ps.py): shards a variable with
-`run.ps_partition` and tries to build a model whose trainable weight would be sharded.
-Prints one line `RESULT {json}`."""
+"""A parameter-server cluster in ONE process (test_cluster_ps.py): servers for 2 ps tasks and a
+worker (TensorFlow's in-process cluster, as its own PS tests do; one TensorFlow start instead
+of four), this process the chief. Shards a variable with `run.ps_partition` and tries to build
+a model whose trainable weight would be sharded. Prints one line `RESULT {json}`."""
 import json
-import sys
+import os
 import tempfile
 
 import tensorflow as tf
 
+from cluster_helpers import cluster_spec
 from helpers import array_input_fn, make_data
 from tpuestimator.devices import make_strategy
 from tpuestimator.errors import ConfigError
 from tpuestimator.estimator import Estimator, RunConfig
+
+cluster = cluster_spec(workers=1, ps=2)
+servers = [tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=kind, task_index=i, protocol="grpc", start=True)
+           for kind in ("ps", "worker") for i in range(len(cluster[kind]))]
+os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})
 
 partition = {"min_shard_bytes": 1024}
 strategy, info = make_strategy({"strategy": "parameter_server", "ps_partition": partition})
@@ -29,4 +36,4 @@ try:
 except ConfigError as exc:
     out["trainable_sharding"] = str(exc)
 print("RESULT " + json.dumps(out), flush=True)
-sys.stdout.flush()
+os._exit(0)  # the in-process servers cannot be stopped
