@@ -258,11 +258,19 @@ class Estimator:
 
         origin = self.state.step  # the NaN/Inf report replays the input from here
         if is_parameter_server(self.strategy):
-            # Each worker builds its own copy of the input; the scheduled loop reads from the
-            # copy of whichever worker runs it. The input must repeat (train.max_steps ends it).
+            # Each worker builds its own copy of the input (the scheduled loop reads the copy of
+            # whichever worker runs it) and keeps every n-th batch from its worker index on: the
+            # copies are the same stream, so the workers share its batches without overlap (each
+            # worker decodes all of them). The input must repeat (train.max_steps ends it).
             coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+            workers = len(self.device_info.devices)
+
+            def worker_dataset_fn(ctx):
+                index = tf.distribute.coordinator.experimental_get_current_worker_index()
+                return dataset_fn(ctx).shard(workers, tf.cast(index, tf.int64))
+
             iterator = iter(coordinator.create_per_worker_dataset(
-                lambda: self.strategy.distribute_datasets_from_function(dataset_fn)))
+                lambda: self.strategy.distribute_datasets_from_function(worker_dataset_fn)))
         elif self._input_on_host():
             # One replica on the host CPU: a plain tf.data iterator, which is what the
             # strategy would hand the replica anyway, minus its MultiDeviceIterator hop that
