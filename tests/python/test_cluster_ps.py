@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cluster_helpers import REPO, LocalCluster, cluster_spec
+from tpuestimator.errors import ConfigError
 from tpuestimator.runs import run_info
 from tpuestimator.sidecar import SidecarOptions, run_sidecar_evaluator
 
@@ -101,3 +102,43 @@ def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path
     assert [e["step"] for e in info["sidecar_evaluations"]] == [10, 20, 30, 40]
     assert info["sidecar_evaluations"][-1]["loss"] == pytest.approx(result.metrics["loss"], rel=1e-4)
     assert (model_dir / "eval_sidecar" / "sidecar_evaluations.json").is_file()
+
+
+def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monkeypatch):
+    from tpuestimator.devices import make_strategy
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ConfigError) as err:
+        make_strategy({"strategy": "parameter_server"})
+    assert err.value.field == "run.strategy" and "TF_CONFIG" in str(err.value) and "tpuestimator cluster" in str(err.value)
+    # a worker task never builds the strategy: it serves (cluster_roles.serve); asked to, it refuses
+    cluster = cluster_spec(workers=1, ps=1)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ConfigError, match="this process as the chief"):
+        make_strategy({"strategy": "parameter_server"})
+
+
+def test_each_tf_config_task_gets_its_role(monkeypatch):
+    from tpuestimator.cluster_roles import task_role
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert task_role("parameter_server") == "train"
+    cluster = cluster_spec(workers=1, ps=1, evaluator=True)
+    roles = {}
+    for kind in ("chief", "worker", "ps", "evaluator"):
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": kind, "index": 0}}))
+        roles[kind] = (task_role("parameter_server"), task_role("multi_worker"))
+    assert roles == {"chief": ("train", "train"), "worker": ("server", "train"), "ps": ("server", "train"),
+                     "evaluator": ("evaluator", "evaluator")}
+
+
+def test_bad_ps_settings_are_refused_by_the_config():
+    from tpuestimator.config import load_config
+
+    config = str(REPO / "tests" / "fixtures" / "parity" / "parity.yaml")
+    cases = {"run.ps_steps_per_invocation=0": ">= 1", "run.ps_partition.max_shards=0": ">= 1",
+             "run.strategy=ps": "'parameter_server'", "run.ps_partition.shards=2": "did you mean `max_shards`"}
+    for override, expected in cases.items():
+        with pytest.raises(ConfigError) as err:
+            load_config(config, [override])
+        assert err.value.field == override.split("=")[0] and expected in str(err.value)
