@@ -102,6 +102,14 @@ def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path
     assert [e["step"] for e in info["sidecar_evaluations"]] == [10, 20, 30, 40]
     assert info["sidecar_evaluations"][-1]["loss"] == pytest.approx(result.metrics["loss"], rel=1e-4)
     assert (model_dir / "eval_sidecar" / "sidecar_evaluations.json").is_file()
+    # a run that ended before max_steps (here: the evaluator expects 80): it waits `timeout_s`
+    # for a new checkpoint, sees the chief's run has ended, and stops after the last one
+    from tpuestimator.config import load_config
+
+    longer = load_config(config, ["train.max_steps=80"])
+    record = run_sidecar_evaluator(longer, model_dir=str(model_dir), runs_dir=str(runs_dir),
+                                   options=SidecarOptions(timeout_s=1.0, poll_s=0.1))
+    assert [e["step"] for e in record["evaluations"]] == [10, 20, 30, 40] and record["done"]
 
 
 def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monkeypatch):
