@@ -73,7 +73,8 @@ def make_strategy(run: Mapping[str, Any]):
       TPUUnavailableError: `tpu` asked for but unreachable (never a hang).
       ConfigError: a strategy that cannot be built here, naming `run.strategy`.
     """
-    key = tuple(sorted((k, str(run.get(k))) for k in ("strategy", "num_cpu_devices", "tpu", "zone", "project")))
+    key = tuple(sorted((k, str(run.get(k))) for k in ("strategy", "num_cpu_devices", "tpu", "zone", "project",
+                                                      "ps_partition")))
     # Mirrored input iterators are freed when a job's Estimator goes: without this they can
     # block the process for up to a minute each (see the function's docstring).
     workarounds.fast_multi_device_iterator_teardown()
@@ -112,6 +113,8 @@ def _build_strategy(run: Mapping[str, Any]):
                               "run.strategy: parameter_server; an evaluator task evaluates the chief's checkpoints)")
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         return strategy, describe_strategy("multi_worker", strategy)
+    if kind == "parameter_server":
+        return _parameter_server_strategy(run)
     if kind == "gpu":
         gpus = tf.config.list_logical_devices("GPU")
         if not gpus:
@@ -144,6 +147,59 @@ def describe_strategy(name: str, strategy, kind: str | None = None, topology: st
         kind = "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
     return DeviceInfo(strategy_name=name, kind=kind, num_replicas=int(strategy.num_replicas_in_sync),
                       devices=devices, topology=topology)
+
+
+def cluster_spec() -> dict:
+    """TF_CONFIG's `cluster` ({task type: [host:port, ...]}), or {} when unset."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return {}
+    try:
+        return dict(json.loads(raw).get("cluster") or {})
+    except json.JSONDecodeError:
+        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None
+
+
+def _parameter_server_strategy(run: Mapping[str, Any]):
+    """ParameterServerStrategy for the coordinator (the `chief` task of TF_CONFIG); the `ps`
+    and `worker` tasks only run a `tf.distribute.Server` (`tpuestimator.cluster_roles`)."""
+    import tensorflow as tf
+
+    cluster, task = cluster_spec(), tf_config_task() or {}
+    if not cluster.get("ps") or not cluster.get("worker") or task.get("type") != "chief":
+        raise ConfigError("run.strategy", "parameter_server",
+                          "a TF_CONFIG environment variable naming `chief`, `worker` and `ps` tasks, with this "
+                          f"process as the chief (TF_CONFIG task: {task or 'none'}; cluster: {sorted(cluster)}); "
+                          "`tpuestimator cluster --workers N --ps M CONFIG` starts such a cluster locally")
+    partition = run.get("ps_partition")
+    partitioner = None
+    if partition:
+        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
+            max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
+    strategy = tf.distribute.experimental.ParameterServerStrategy(training_cluster_resolver(),
+                                                                  variable_partitioner=partitioner)
+    workers = tuple(f"/job:worker/replica:0/task:{i}" for i in range(len(cluster["worker"])))
+    return strategy, DeviceInfo(strategy_name="parameter_server", kind="cpu" if not tf.config.list_physical_devices("GPU")
+                                else "gpu", num_replicas=int(strategy.num_replicas_in_sync), devices=workers)
+
+
+def training_cluster_resolver():
+    """TF_CONFIG's cluster without its `evaluator`: the side-car evaluator serves nothing, and a
+    coordinator whose cluster lists it waits for it for ever (TF 2.21)."""
+    import tensorflow as tf
+
+    task = tf_config_task() or {}
+    jobs = {kind: list(addresses) for kind, addresses in cluster_spec().items() if kind != "evaluator"}
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(jobs), task_type=task.get("type"), task_id=int(task.get("index", 0)), rpc_layer="grpc")
+
+
+def is_parameter_server(strategy) -> bool:
+    """True for a ParameterServerStrategy (its training is scheduled by a ClusterCoordinator)."""
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
 def _tpu_strategy(run: Mapping[str, Any]):

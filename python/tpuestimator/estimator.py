@@ -29,12 +29,18 @@ from tpuestimator import checkpointing
 from tpuestimator import steps as replica_steps
 from tpuestimator.batching import MASK_KEY, pad_and_mask, worker_share
 from tpuestimator.controller import Cadence, TrainController
-from tpuestimator.devices import describe_strategy, make_strategy
+from tpuestimator.devices import describe_strategy, is_parameter_server, make_strategy
 from tpuestimator.errors import ConfigError
 from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import HookList
 from tpuestimator.input_position import train_dataset
-from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
+from tpuestimator.loops import (
+    make_eval_loop,
+    make_loop_reader,
+    make_predict_step,
+    make_scheduled_train_loop,
+    make_train_loop,
+)
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
 from tpuestimator.serving import serving_module
@@ -86,6 +92,7 @@ class Estimator:
       last_train_logs: the last device loop's logs.
       per_step_values: {name: per-step values of the last loop} (only with a hook that
         declares `wants_per_step_values`, e.g. `HostCallHook`).
+      steps_by_worker: `run.strategy: parameter_server`: {worker index: training steps it ran}.
     """
 
     def __init__(self, model_fn: Callable[[dict], ModelSpec] | str, config: RunConfig,
@@ -103,6 +110,7 @@ class Estimator:
         self.stop_training = False
         self.last_train_logs: dict = {}
         self.per_step_values: dict = {}
+        self.steps_by_worker: dict = {}
 
     # ------------------------------------------------------------------ devices
     @property
@@ -242,15 +250,31 @@ class Estimator:
         if self._train_input is not None and self._train_input.input_fn is input_fn:
             return self._train_input
         cardinalities = []
+        params = self.input_params(Mode.TRAIN)  # read eagerly: dataset_fn may be traced (parameter servers)
 
         def dataset_fn(ctx):
             # positioned at the current step: a resumed run reads the batches an uninterrupted one would
-            ds = train_dataset(input_fn, self.input_params(Mode.TRAIN, input_context=ctx))
-            cardinalities.append(int(ds.cardinality().numpy()))
+            ds = train_dataset(input_fn, dict(params, input_context=ctx))
+            # static under parameter servers (traced for the workers): None, i.e. not known to end
+            cardinalities.append(tf.get_static_value(ds.cardinality()))
             return ds
 
         origin = self.state.step  # the NaN/Inf report replays the input from here
-        if self._input_on_host():
+        if is_parameter_server(self.strategy):
+            # Each worker builds its own copy of the input (the scheduled loop reads the copy of
+            # whichever worker runs it) and keeps every n-th batch from its worker index on: the
+            # copies are the same stream, so the workers share its batches without overlap (each
+            # worker decodes all of them). The input must repeat (train.max_steps ends it).
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+            workers = len(self.device_info.devices)
+
+            def worker_dataset_fn(ctx):
+                index = tf.distribute.coordinator.experimental_get_current_worker_index()
+                return dataset_fn(ctx).shard(workers, tf.cast(index, tf.int64))
+
+            iterator = iter(coordinator.create_per_worker_dataset(
+                lambda: self.strategy.distribute_datasets_from_function(worker_dataset_fn)))
+        elif self._input_on_host():
             # One replica on the host CPU: a plain tf.data iterator, which is what the
             # strategy would hand the replica anyway, minus its MultiDeviceIterator hop that
             # costs ~0.3 ms of CPU per step and copies nothing (benchmarks/README.md).
@@ -258,18 +282,30 @@ class Estimator:
                                                                   num_replicas_in_sync=1)))
         else:
             iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-        exhaustible = any(c != tf.data.INFINITE_CARDINALITY for c in cardinalities)
-        loop = make_train_loop(self.strategy, self._make_train_step(), self.state.global_step, exhaustible=exhaustible)
+        exhaustible = any(c is not None and c != tf.data.INFINITE_CARDINALITY for c in cardinalities)
+        loop = self._new_train_loop(exhaustible)
         self._train_input = TrainInput(input_fn=input_fn, iterator=iterator, exhaustible=exhaustible, loop=loop,
                                        origin=origin)
         self._per_step_loop = None
         return self._train_input
 
+    def _new_train_loop(self, exhaustible: bool):
+        """The train loop the strategy needs: one device call of n steps (`loops.make_train_loop`)
+        or, under parameter servers, n steps scheduled on the workers (`make_scheduled_train_loop`)."""
+        if is_parameter_server(self.strategy):
+            return make_scheduled_train_loop(self.strategy, self._make_train_step(), self.state.global_step,
+                                             steps_per_invocation=self.config.ps_steps_per_invocation,
+                                             steps_by_worker=self.steps_by_worker)
+        return make_train_loop(self.strategy, self._make_train_step(), self.state.global_step, exhaustible=exhaustible)
+
     def _input_on_host(self) -> bool:
-        """True when the strategy is one replica on the host CPU (input needs no distributing)."""
+        """True when the strategy is one replica on the host CPU (input needs no distributing),
+        and for evaluation and prediction under parameter servers, which run on the coordinator."""
         import tensorflow as tf
 
         strategy = self.strategy
+        if is_parameter_server(strategy):
+            return True
         if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
             return False
         devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
@@ -286,8 +322,7 @@ class Estimator:
         current = self._train_input
         old = current.loop
         if loop is None:
-            loop = make_train_loop(self.strategy, self._make_train_step(), self.state.global_step,
-                                   exhaustible=current.exhaustible)
+            loop = self._new_train_loop(current.exhaustible)
         current.loop = loop
         return old
 
@@ -296,6 +331,9 @@ class Estimator:
         values into device-side variables of length `iterations_per_loop` (`HostCallHook`)."""
         import tensorflow as tf
 
+        if is_parameter_server(self.strategy):
+            raise ConfigError("run.strategy", "parameter_server", "a strategy other than parameter_server for "
+                              "hooks that read per-step values (HostCallHook): workers run steps asynchronously")
         if self._per_step_loop is None:
             with self.strategy.scope():
                 buffers = {name: tf.Variable(tf.zeros([self.config.iterations_per_loop], tf.float32), trainable=False,

@@ -281,6 +281,8 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_s
             loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
             global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
             **estimator.device_info.as_properties(),
+            **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
+               if estimator.steps_by_worker else {}),
             **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
             **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
         samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None

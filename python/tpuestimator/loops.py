@@ -63,6 +63,42 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
     return device_function(loop)
 
 
+def make_scheduled_train_loop(strategy, replica_step: Callable, global_step, *, steps_per_invocation: int,
+                              steps_by_worker: dict):
+    """The parameter-server variant of `make_train_loop`: `loop(per_worker_iterator, n) -> n`.
+
+    The coordinator (`tf.distribute.coordinator.ClusterCoordinator`) schedules ceil(n / k)
+    invocations of a function running k = `steps_per_invocation` steps (the last one fewer)
+    on whichever worker is free; the workers apply their updates to the variables on the ps
+    tasks asynchronously. `join()` at the end makes the loop's end a boundary like any other
+    (hooks, metrics, checkpoints). Each invocation returns the index of the worker that ran
+    it: `steps_by_worker` ({worker index: steps}) adds them up.
+    """
+    import tensorflow as tf
+
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)  # one per strategy (TF caches it)
+
+    def invocation(iterator, k):
+        for _ in tf.range(k):
+            strategy.run(replica_step, args=next(iterator))
+        global_step.assign_add(tf.cast(k, tf.int64))
+        return tf.distribute.coordinator.experimental_get_current_worker_index()
+
+    invocation = device_function(invocation)
+
+    def loop(iterator, n):
+        n = int(n)
+        chunks = [min(steps_per_invocation, n - start) for start in range(0, n, steps_per_invocation)]
+        results = [(coordinator.schedule(invocation, args=(iterator, tf.constant(k, tf.int64))), k) for k in chunks]
+        coordinator.join()
+        for remote, k in results:
+            worker = int(remote.fetch())
+            steps_by_worker[worker] = steps_by_worker.get(worker, 0) + k
+        return tf.constant(n, tf.int64)
+
+    return loop
+
+
 def make_eval_loop(strategy, replica_step: Callable, *, carry_totals: bool = False):
     """Returns `loop(dist_dataset) -> (mean loss, example count)` running `replica_step` over
     every batch. With `carry_totals` (one replica) the step returns each batch's (loss sum,

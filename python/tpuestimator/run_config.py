@@ -40,10 +40,12 @@ class RunConfig:
     seed: int | None = _from_config("run.seed")
     nan_sentinel: bool = _from_config("debug.nan_sentinel")
     warm_start_from: str | None = _from_config("train.warm_start_from")
+    ps_steps_per_invocation: int = _from_config("run.ps_steps_per_invocation")
+    ps_partition: dict | None = _from_config("run.ps_partition")
 
     def __post_init__(self):
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "iterations_per_loop",
-                     "keep_checkpoint_max"):
+                     "keep_checkpoint_max", "ps_steps_per_invocation"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(name, value, "a positive integer")
@@ -68,4 +70,4 @@ class RunConfig:
 
     def run_section(self) -> dict:
         return {"strategy": self.strategy, "num_cpu_devices": self.num_cpu_devices, "tpu": self.tpu,
-                "zone": self.zone, "project": self.project}
+                "zone": self.zone, "project": self.project, "ps_partition": self.ps_partition}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tpuestimator.errors import ModelFnError
+from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.spec import ModelSpec
 
 
@@ -69,6 +69,20 @@ class TrainingState:
         return [self.eval_loss, self.eval_count, *(m for m, _ in self.eval_metrics.values())]
 
 
+def _refuse_sharded_weights(model) -> None:
+    """`run.ps_partition` sharded a trainable weight: Keras 3's optimizers cannot update a
+    `tf.distribute.ShardedVariable` (TF 2.21, Keras 3: "ShardedVariable doesn't support being
+    used as a reference" in the distributed update), so say so before training starts."""
+    # by name: TensorFlow exports no public ShardedVariable class
+    sharded = [(w.path, len(w.value.variables)) for w in model.trainable_weights
+               if type(getattr(w, "value", None)).__name__ == "ShardedVariable"]
+    if sharded:
+        names = ", ".join(f"{path} ({n} shards)" for path, n in sharded)
+        raise ConfigError("run.ps_partition", names,
+                          "no sharding of trainable weights: Keras 3's optimizers cannot update a sharded variable "
+                          "yet; set run.ps_partition: null or raise min_shard_bytes above the largest weight's size")
+
+
 def random_state_variables(model) -> list:
     """The model's random seed generators' states (Keras `SeedGenerator`s of Dropout and
     other random layers), in the model's variable order."""
@@ -99,6 +113,7 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             if not spec.model.built:
                 spec.model.build({k: (None, *s) for k, (s, _) in feature_spec.items()})
+            _refuse_sharded_weights(spec.model)
             optimizer.build(spec.model.trainable_variables)
             step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
@@ -32,11 +33,26 @@ def print_metrics(metrics: dict, stream=sys.stdout) -> None:
 
 
 def run(args) -> int:
+    from tpuestimator.cluster_roles import serve, task_role
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
     from tpuestimator.job import run_job
+    from tpuestimator.sidecar import run_sidecar_evaluator
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
+    role = task_role(cfg.raw["run"]["strategy"])  # TF_CONFIG's task: a ps/worker server or the evaluator
+    if role == "server":
+        info = serve()
+        print(f"{info['task']}: the chief has finished; exiting", flush=True)
+        sys.stderr.flush()
+        os._exit(0)  # a tf.distribute.Server cannot be stopped: its threads would keep the process alive
+    if role == "evaluator":
+        record = run_sidecar_evaluator(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir)
+        steps = ", ".join(str(e["step"]) for e in record["evaluations"]) or "none"
+        print(f"side-car evaluator: evaluated the checkpoints of steps {steps}")
+        if record["run_dir"]:
+            print(f"run record:  {record['run_dir']}")
+        return 0
     bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
     if sys.stderr.isatty():
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.

@@ -92,7 +92,7 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     train = mode == "train"
     files = list_files(pattern)
     _check_not_empty(files, pattern)
-    if check_first_record:
+    if check_first_record and tf.executing_eagerly():  # traced for parameter-server workers: checked at the probe
         check_first(section, files, mode)
     record_shard = None
     if input_context is not None and input_context.num_input_pipelines > 1:

@@ -462,7 +462,8 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
 
     Returns:
       A dict with ``run_dir``, ``name``, ``status``, ``properties``, ``flags``, ``metrics``,
-      ``evaluation``, ``error`` (None unless failed), ``duration`` (seconds), ``plots``
+      ``evaluation``, ``sidecar_evaluations`` (the side-car evaluator's evaluations, each
+      with its ``step``; [] without one), ``error`` (None unless failed), ``duration`` (seconds), ``plots``
       (PNG paths), ``artifacts`` (relative file paths), ``source`` ({file: text}), ``output``
       (the text of an ``output.log`` artifact, else the ``output`` property, or None), ``logs_dir`` and ``row`` (the
       `ls_runs()` row).
@@ -486,6 +487,8 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
         "flags": read_json(meta / "flags.json") or {},
         "metrics": metrics if isinstance(metrics, dict) else {},
         "evaluation": read_json(meta / "evaluation.json") or {},
+        # the side-car evaluator's own file (tpuestimator.sidecar): it never writes the chief's files
+        "sidecar_evaluations": (read_json(meta / "sidecar_evaluations.json") or {}).get("evaluations", []),
         "error": read_json(meta / "error.json"),
         "duration": (end - start) if isinstance(start, float) and isinstance(end, float) else None,
         "plots": [str(p) for p in sorted((run_dir / "plots").glob("*.png"))],
