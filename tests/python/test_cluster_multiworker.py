@@ -216,7 +216,7 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     # checkpoints, the export and the run record written once, by the chief; no worker
     # scratch left anywhere
     assert sorted(os.listdir(model_dir)) == ["checkpoint", "ckpt-40.data-00000-of-00001", "ckpt-40.index",
-                                             "config.yaml", "export"]
+                                             "config.yaml", "export", "last_evaluation.json"]
     assert os.listdir(model_dir / "export" / "final") == ["40"]
     assert len(ls_runs(str(runs_dir))) == 1
     assert _scratch_left(tmp_path) == []
