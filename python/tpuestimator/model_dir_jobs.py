@@ -57,7 +57,7 @@ def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_m
     if estimator.latest_checkpoint() is None:
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
     # Building the model needs the feature spec: one probe of the eval (or train) input.
-    mode = "eval" if cfg.raw["data"].get("eval") else "train"
+    mode = "eval" if cfg.data.eval else "train"
     estimator.build(input_fn_for(cfg, mode), Mode.EVAL if mode == "eval" else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
     path = estimator.export_saved_model(base, version=estimator.global_step)

@@ -37,7 +37,7 @@ def run(args) -> int:
     from tpuestimator.job import run_job
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
-    bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
+    bar = ProgressBarHook(cfg.train.max_steps)
     if sys.stderr.isatty():
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
