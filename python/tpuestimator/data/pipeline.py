@@ -5,7 +5,8 @@ The pipeline lists and shards the files, interleaves `TFRecordDataset`s, caches 
 (optional), repeats and shuffles (train only: windows of `shuffle_buffer` records permuted
 in one op each), batches FIRST and then parses each batch with one vectorised
 `tf.io.parse_example`, decodes (JPEG/PNG per image, in parallel), checks `data.assertions`,
-augments (train only), optionally transposes and prefetches.
+augments (train only), optionally transposes and prefetches. With `data.service` the
+training pipeline runs on tf.data service workers (`tpuestimator.data.service`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
 from tpuestimator.data.augment import make_augmenter, make_image_augmenter
@@ -64,10 +66,13 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
         params = dict(params or {})
         batch_size = int(params["batch_size"])
         classes = n_classes if n_classes is not None else params.get("num_classes")
+        seed = int(params.get("seed") or 0) + int(params.get("start_step") or 0)
+        job = None
+        if mode == "train" and section.get("service"):
+            job = data_service.job_name(section, pattern=pattern, seed=seed, input_context=params.get("input_context"))
         return build_dataset(section, mode, pattern, batch_size=batch_size,
-                             input_context=params.get("input_context"),
-                             seed=int(params.get("seed") or 0) + int(params.get("start_step") or 0),
-                             num_classes=classes)
+                             input_context=params.get("input_context"), seed=seed, num_classes=classes,
+                             service_job=job)
 
     input_fn.data_section = section  # for error translation by the caller
     input_fn.mode = mode
@@ -76,15 +81,25 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
 
 def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str], *, batch_size: int,
                   input_context: Any = None, seed: int = 0, num_classes: int | None = None,
-                  check_first_record: bool = True) -> tf.data.Dataset:
-    """The dataset `input_fn` returns (see module docstring); `section` must be resolved."""
+                  check_first_record: bool = True, service_job: str | None = None) -> tf.data.Dataset:
+    """The dataset `input_fn` returns (see module docstring); `section` must be resolved.
+
+    With `service_job` and `data.service` (`make_input_fn` names a job for training only)
+    the pipeline is built here and run on the tf.data service's workers as that job: the
+    service, not the input context, splits the data between training processes; with
+    `data.service_sharding: off` every worker runs it whole, so its shuffles are unseeded
+    (each worker its own order).
+    """
     train = mode == "train"
+    service = section.get("service") if service_job else None
+    if service and section.get("service_sharding") == "off":
+        seed = None
     files = list_files(pattern)
     _check_not_empty(files, pattern)
     if check_first_record:
         check_first(section, files, mode)
     record_shard = None
-    if input_context is not None and input_context.num_input_pipelines > 1:
+    if input_context is not None and input_context.num_input_pipelines > 1 and not service:
         n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) >= n:
             files = files[i::n]
@@ -146,14 +161,17 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
                              batched=True)
     if section.get("transpose_input"):
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = bool(section["deterministic"])
     options.experimental_optimization.map_parallelization = True
+    if service:  # the split: whole batches, decoded and augmented on the workers (module docstring)
+        ds = data_service.distribute(ds.with_options(options), address=service,
+                                     sharding=section.get("service_sharding") or "dynamic", job=service_job)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
 
 
-def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: int) -> tf.data.Dataset:
+def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: int | None) -> tf.data.Dataset:
     """Shuffled batches of serialized records from an endless stream of record chunks (1-D string tensors).
 
     Consecutive windows of `buffer` records (rounded up to a multiple of `batch_size`) are
@@ -161,12 +179,18 @@ def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: 
     is reproducible even with parallel calls) and cut into batches. Unlike a sliding
     `Dataset.shuffle` buffer, whose per-record work runs on the single input thread, the
     permutation is one vectorised op per window in a parallel map: measured 2.5x the
-    records/s of `shuffle(1024)` on 28x28 records (benchmarks/input_results.md).
+    records/s of `shuffle(1024)` on 28x28 records (benchmarks/input_results.md). `seed=None`
+    draws each window's seed when it runs, so copies of the pipeline (tf.data service
+    workers with sharding off) each produce their own order.
     """
     window = max(1, -(-int(buffer) // batch_size)) * batch_size
-    seed_t = tf.constant(int(seed), tf.int64)
 
     def permute(index, block):
+        if seed is None:  # op seeds 0, 0: random at run time, not fixed when the graph is built
+            seed_t = tf.raw_ops.RandomUniformInt(shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
+                                                 maxval=tf.constant(2**62, tf.int64), seed=0, seed2=0)
+        else:
+            seed_t = tf.constant(int(seed), tf.int64)
         return tf.random.experimental.stateless_shuffle(block, seed=tf.stack([seed_t, index]))
 
     ds = chunks.rebatch(window, drop_remainder=True).enumerate()
