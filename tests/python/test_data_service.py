@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tpuestimator.config import load_config
+from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data import write_tfrecords
 from tpuestimator.data.pipeline import build_dataset, make_input_fn
@@ -77,10 +78,14 @@ def test_dynamic_sharding_sees_each_example_exactly_once_per_epoch(served, recor
     assert sorted(twice) == list(range(RECORDS)) and set(twice.values()) == {2}
 
 
-def test_training_pipeline_reads_batches_from_the_service(served, records):
+@pytest.mark.parametrize("wire_bytes", [None, 60])
+def test_training_pipeline_reads_batches_from_the_service(served, records, monkeypatch, wire_bytes):
     address, _ = served
+    if wire_bytes:  # 24 bytes per example (x 4 floats, n, label): pieces of 2 examples joined into batches of 8
+        monkeypatch.setattr(data_service, "WIRE_BYTES", wire_bytes)
     section = {"manifest": records, "service": address, "service_sharding": "dynamic", "shuffle_buffer": 8}
     ds = make_input_fn(section, "train")({"batch_size": 8, "seed": 3})
+    assert ds.element_spec[0]["x"].shape == (8, 4)  # static, as TPUs need
     seen = collections.Counter()
     for features, labels in ds.take(3 * RECORDS // 8):  # three epochs' worth of static batches
         assert features["x"].shape == (8, 4) and labels.shape == (8,)
@@ -131,3 +136,18 @@ def test_data_serve_stops_cleanly_on_ctrl_c(served):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "tf.data service stopped" in out
+
+
+def test_sharding_off_unseeds_the_shuffle_so_workers_differ():
+    """With sharding off every worker runs the same pipeline graph: a seeded window shuffle
+    would give every worker the same batches; the unseeded one draws its seeds at run time."""
+    import tensorflow as tf
+
+    from tpuestimator.data.pipeline import window_shuffle
+
+    def first_batches(seed):
+        ds = window_shuffle(tf.data.Dataset.range(64).batch(16).repeat(), 32, 8, seed)
+        return [batch.numpy().tolist() for batch in ds.take(4)]
+
+    assert first_batches(7) == first_batches(7)
+    assert first_batches(None) != first_batches(None)

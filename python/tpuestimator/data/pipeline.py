@@ -139,34 +139,48 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     decoder = make_batch_decoder(section, mode, num_classes=num_classes,
                                  image_augment=None if cache_decoded else image_aug)
     shuffle_buffer = int(section["shuffle_buffer"])
-    static = _static_batch(batch_size) if train else None
-    if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
-        ds = decoder.batches(ds.rebatch(DECODE_BATCH), DECODE_BATCH, drop_remainder=False, batched=True)
-        ds = ds.unbatch().cache()
-        if train:
-            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-        if image_aug is not None:
-            ds = ds.map(lambda f, lab: ({**f, "image": image_aug(f["image"], 1.0)}, lab),
-                        num_parallel_calls=tf.data.AUTOTUNE)
-        ds = ds.batch(batch_size, drop_remainder=train)
-        post = _compose(batch_aug, static)
-        if post is not None:
-            ds = ds.map(post, num_parallel_calls=tf.data.AUTOTUNE)
-    else:
+
+    def batched(ds, batch_size):
+        static = _static_batch(batch_size) if train else None
+        if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
+            ds = decoder.batches(ds.rebatch(DECODE_BATCH), DECODE_BATCH, drop_remainder=False, batched=True)
+            ds = ds.unbatch().cache()
+            if train:
+                ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+            if image_aug is not None:
+                ds = ds.map(lambda f, lab: ({**f, "image": image_aug(f["image"], 1.0)}, lab),
+                            num_parallel_calls=tf.data.AUTOTUNE)
+            ds = ds.batch(batch_size, drop_remainder=train)
+            post = _compose(batch_aug, static)
+            if post is not None:
+                ds = ds.map(post, num_parallel_calls=tf.data.AUTOTUNE)
+            return ds
         if train:
             ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, seed)
         else:
             ds = ds.rebatch(batch_size, drop_remainder=False)
-        ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=_compose(batch_aug, static),
-                             batched=True)
-    if section.get("transpose_input"):
-        ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
+        return decoder.batches(ds, batch_size, drop_remainder=train, augment=_compose(batch_aug, static), batched=True)
+
     options = tf.data.Options()
     options.deterministic = bool(section["deterministic"])
     options.experimental_optimization.map_parallelization = True
-    if service:  # the split: whole batches, decoded and augmented on the workers (module docstring)
+    if service:  # the split (module docstring of data.service): decoded, augmented batches of at most
+        # WIRE_BYTES from the workers, joined into training batches here
+        records, ds = ds, batched(ds, batch_size)
+        wire = data_service.wire_batch(ds.element_spec, batch_size)
+        if wire != batch_size:
+            ds = batched(records, wire)
         ds = data_service.distribute(ds.with_options(options), address=service,
-                                     sharding=section.get("service_sharding") or "dynamic", job=service_job)
+                                     sharding=section.get("service_sharding") or "dynamic", job=service_job,
+                                     compression=section.get("service_compression") or "none")
+        if wire != batch_size:
+            ds = ds.rebatch(batch_size, drop_remainder=train)
+            if train:
+                ds = ds.map(_static_batch(batch_size))
+    else:
+        ds = batched(ds, batch_size)
+    if section.get("transpose_input"):
+        ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
 

@@ -3,11 +3,14 @@
 With `data.service: grpc://HOST:PORT` the TRAINING pipeline (`pipeline.build_dataset`:
 read, shuffle, decode, augment, batch) is handed to a tf.data service dispatcher
 (`tf.data.experimental.service.distribute`), which runs it on its workers; the training
-process only receives finished batches. The split is made AFTER batching, at the end of
-the pipeline: JPEG decoding and augmentation are what saturate the training host's CPUs
-(benchmarks/input_results.md), so they must run on the workers, and whole batches cost one
-RPC each instead of one per example. Evaluation and prediction stay local: they must see
-each example exactly once, which the service does not promise when a worker fails.
+process only receives decoded batches. The split is made at the END of the pipeline, after
+decoding, augmentation and batching: JPEG decoding and augmentation are what saturate the
+training host's CPUs (benchmarks/input_results.md), so they must run on the workers, and a
+batch costs one RPC instead of one per example. Batches are sent in pieces of at most
+`WIRE_BYTES` (`wire_batch`) that the trainer joins back (`rebatch`): one 77 MB message per
+batch of 128 224x224 float images ran at a fifth of the records/s of 4 MB pieces.
+Evaluation and prediction stay local: they must see each example exactly once, which the
+service does not promise when a worker fails.
 
 `data.service_sharding` maps to `tf.data.experimental.service.ShardingPolicy`:
 `dynamic` (the default: the dispatcher hands out files on demand, each example once per
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SHARDING_POLICIES = ("off", "dynamic", "file", "data", "file_or_data", "hint")
 PROTOCOL = "grpc"
+# Largest batch (bytes) a worker sends in one message; see `wire_batch`.
+WIRE_BYTES = 4 * 1024 * 1024
 
 
 def split_address(address: str, field: str = "data.service") -> tuple[str, int]:
@@ -71,13 +76,36 @@ def job_name(section: dict, *, pattern: Any, seed: int, input_context: Any = Non
     return f"tpuestimator-train-{uuid.uuid4().hex[:12]}"
 
 
-def distribute(dataset, *, address: str, sharding: str, job: str):
-    """`dataset` (built on this host, run on the workers) read back from the tf.data service."""
+def distribute(dataset, *, address: str, sharding: str, job: str, compression: str = "none"):
+    """`dataset` (built on this host, run on the workers) read back from the tf.data service.
+    `compression`: "none" (decoded images hardly compress; compressing cost 2.5x the
+    records/s on loopback) or "auto" (the service decides: for slow networks)."""
     import tensorflow as tf
 
     split_address(address)
+    if compression not in ("none", "auto"):
+        raise ConfigError("data.service_compression", compression, "'none' or 'auto'")
     return dataset.apply(tf.data.experimental.service.distribute(
-        processing_mode=sharding_policy(sharding), service=address, job_name=job))
+        processing_mode=sharding_policy(sharding), service=address, job_name=job,
+        compression=None if compression == "none" else "AUTO"))
+
+
+def wire_batch(element_spec, batch_size: int) -> int:
+    """The batch size the workers send: `batch_size`, or fewer examples so that one batch stays
+    under `WIRE_BYTES` (the trainer joins them back). Large messages are slow: on 224x224 JPEGs
+    a 77 MB batch of 128 float32 images came through at an eighth of the local pipeline's
+    records/s, batches of 16 at half (benchmarks/service_capacity.py)."""
+    import math
+
+    import tensorflow as tf
+
+    per_example = 0
+    for spec in tf.nest.flatten(element_spec):
+        dims = spec.shape[1:]
+        if not dims.is_fully_defined():
+            return batch_size  # variable-size features: sizes unknown, send the batches as they are
+        per_example += math.prod(dims.as_list()) * max(1, spec.dtype.size)
+    return max(1, min(batch_size, WIRE_BYTES // max(1, per_example)))
 
 
 def check_port_free(host: str, port: int, what: str) -> None:
