@@ -107,6 +107,12 @@ def test_a_training_run_fed_by_two_service_workers(served, records, tmp_path):
     assert result.global_step == 60
     loss = result.metrics["loss"]
     assert math.isfinite(loss) and loss < 0.6, result.metrics  # chance is ln 2 = 0.69 (2 balanced classes)
+    # Where the input runs is not what is trained: the same job without the service resumes.
+    from tpuestimator.modeldir import check_model_dir
+
+    local = dict(config, data={k: v for k, v in config["data"].items() if k != "service"},
+                 train={**config["train"], "max_steps": 80})
+    assert check_model_dir(load_config(local).to_dict(), str(tmp_path / "model")) == 60
 
 
 def test_bad_service_settings_are_config_errors(records):
