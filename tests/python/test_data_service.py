@@ -157,3 +157,16 @@ def test_sharding_off_unseeds_the_shuffle_so_workers_differ():
 
     assert first_batches(7) == first_batches(7)
     assert first_batches(None) != first_batches(None)
+
+
+def test_job_names_shared_by_the_processes_of_one_training_only():
+    import tensorflow as tf
+
+    def name(pipeline_id=None, *, pipelines=2, seed=5, **section):
+        ctx = None if pipeline_id is None else tf.distribute.InputContext(pipelines, pipeline_id, pipelines)
+        return data_service.job_name(section, pattern="/data/train-*", seed=seed, input_context=ctx)
+
+    assert name(0) == name(1)  # multi-worker trainers join one job: the service splits it between them
+    assert name(0) != name(0, seed=6)  # a resumed run (seed + start step) starts a new job
+    assert name() != name()  # one process: a fresh job per run, never another run's
+    assert name(0, service_job="shared") == name(service_job="shared") == "shared"
