@@ -73,6 +73,9 @@ def test_dynamic_sharding_sees_each_example_exactly_once_per_epoch(served, recor
     address, _ = served
     once = ids_through_the_service(records, address, "dynamic", "once-per-epoch")
     assert sorted(once) == list(range(RECORDS)) and set(once.values()) == {1}
+    # Static sharding by worker index (the dispatcher `data serve` started lists its workers).
+    by_file = ids_through_the_service(records, address, "file", "static-by-file")
+    assert sorted(by_file) == list(range(RECORDS)) and set(by_file.values()) == {1}
     # Sharding off: both workers run the whole pipeline, every example arrives twice.
     twice = ids_through_the_service(records, address, "off", "every-worker")
     assert sorted(twice) == list(range(RECORDS)) and set(twice.values()) == {2}
