@@ -340,8 +340,8 @@ def _to_config_error(err, source: str | None) -> ConfigError:
     if kind in ("minItems", "maxItems"):
         return ConfigError(field, err.instance, f"a list with {'at least' if kind == 'minItems' else 'at most'} {spec} items", source=source)
     if kind == "pattern":
-        what = err.schema.get("description", "a string")  # what the string names, e.g. grpc://HOST:PORT
-        return ConfigError(field, err.instance, f"{what} (matching {spec})", source=source)
+        what = f" ({err.schema['description']})" if "description" in err.schema else ""  # e.g. grpc://HOST:PORT
+        return ConfigError(field, err.instance, f"a string matching {spec}{what}", source=source)
     if kind == "minLength":
         return ConfigError(field, err.instance, "a non-empty string", source=source)
     if kind == "uniqueItems":
