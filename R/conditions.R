@@ -7,12 +7,15 @@ python_error_classes <- c(
   NonFiniteError = "tpuestimator_nonfinite_error",
   TPUUnavailableError = "tpuestimator_tpu_error",
   ModelFnError = "tpuestimator_model_fn_error",
-  CompatibilityError = "tpuestimator_compatibility_error"
+  CompatibilityError = "tpuestimator_compatibility_error",
+  ModelDirLockedError = "tpuestimator_model_dir_locked_error",
+  TrainingInterrupted = "tpuestimator_interrupted_error"
 )
 
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
-                         "step", "what", "last_good_checkpoint", "report_path")
+                         "step", "what", "last_good_checkpoint", "report_path",
+                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint")
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -26,13 +29,17 @@ python_error_fields <- c("field", "value", "allowed", "source", "path", "record"
 #' | `NonFiniteError` | `tpuestimator_nonfinite_error`, `tpuestimator_error`, ... |
 #' | `TPUUnavailableError` | `tpuestimator_tpu_error`, `tpuestimator_error`, ... |
 #' | `ModelFnError` | `tpuestimator_model_fn_error`, `tpuestimator_error`, ... |
+#' | `ModelDirLockedError` | `tpuestimator_model_dir_locked_error`, `tpuestimator_error`, ... |
+#' | `TrainingInterrupted` | `tpuestimator_interrupted_error`, `tpuestimator_error`, ... |
 #' | any other exception | `tpuestimator_python_error`, `tpuestimator_error`, ... |
 #'
 #' The message is the Python one, starting with the Python type
 #' (`"ConfigError: ..."`). The condition also carries `python_type`,
 #' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
-#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors.
+#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `model_dir`,
+#' `lock_path` when another job holds the model dir; `signal_name`, `exit_code`,
+#' `step`, `checkpoint` for a training stopped by a signal.
 #'
 #' An error raised by an R model function, hook or progress callback while Python
 #' is calling it comes back as a `tpuestimator_callback_error` (also a

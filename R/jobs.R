@@ -265,28 +265,59 @@ export_class_names <- function(export_dir) {
 #' Export a trained model
 #'
 #' Writes a SavedModel (for TF Serving and [tpu_predict()]) or a TensorFlow Lite
-#' file from the latest checkpoint of a run (`tpuestimator.job.export_job()`).
+#' (LiteRT) file from the latest checkpoint of a run
+#' (`tpuestimator.model_dir_jobs.export_model()`, as `tpuestimator export`).
+#'
+#' The SavedModel has three signatures: `serving_default` (serialized
+#' `tf.Example` records), `image_bytes` (JPEG/PNG bytes, image models) and
+#' `features` (decoded tensors). A `.tflite` file is written beside its
+#' SavedModel and verified against it on the evaluation records.
 #'
 #' @param run A `tpu_run`, a row of [ls_runs()], a run folder or a model folder.
 #' @param export_dir Where to write the export.
 #' @param format `"saved_model"` or `"tflite"`.
-#' @return The path of the export, invisibly.
+#' @param quantize For `format = "tflite"`: `NULL` or `"none"` (float32),
+#'   `"dynamic"` (int8 weights), `"float16"` or `"int8"` (full integer, calibrated
+#'   on the training records).
+#' @param warmup `NULL` (the config's `export.warmup`) or the number of TF Serving
+#'   warmup requests (0 to 1000) to write into `assets.extra/`.
+#' @return The path of the export (the `.tflite` file for `format = "tflite"`),
+#'   invisibly, with attributes `saved_model` (the SavedModel folder) and, for
+#'   TFLite, `tflite` (the verification: `max_abs_diff`, `top1_agreement`,
+#'   `examples`, `tflite_bytes`, `saved_model_bytes`, `passed`, ...).
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
 #'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
 #'                    train.max_steps = 100L, verbose = FALSE,
 #'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
-#'   tpu_export(run, file.path(out, "lite"), format = "tflite")
+#'   lite <- tpu_export(run, file.path(out, "lite"), format = "tflite", quantize = "int8")
+#'   attr(lite, "tflite")$top1_agreement
 #' }
 #' @export
-tpu_export <- function(run, export_dir, format = c("saved_model", "tflite")) {
+tpu_export <- function(run, export_dir, format = c("saved_model", "tflite"), quantize = NULL, warmup = NULL) {
   format <- match.arg(format)
+  quantize <- as_nullable_string(quantize)
+  modes <- c("none", "dynamic", "float16", "int8")
+  if (!is.null(quantize) && !quantize %in% modes) {
+    arg_error("quantize", quantize, paste0("NULL or one of \"", paste(modes, collapse = "\", \""), "\""))
+  }
+  if (!is.null(quantize) && format != "tflite") {
+    arg_error("quantize", quantize, "NULL unless format = \"tflite\" (a SavedModel is not quantized)")
+  }
+  warmup <- as_nullable_integer(warmup)
+  if (!is.null(warmup) && (warmup < 0L || warmup > 1000L)) {
+    arg_error("warmup", warmup, "NULL or a whole number from 0 to 1000 (TF Serving reads at most 1000 requests)")
+  }
   target <- run_target(run, "run")
   export_dir <- as_path(export_dir, "export_dir")
-  res <- with_python(py_bridge()$export_job(target, export_dir, format = format))
-  out <- tryCatch(scalar_or_null(py_to_r_json(res)), error = function(e) NULL)
-  invisible(if (is.character(out)) out else export_dir)
+  res <- with_python(py_bridge()$export_model(target, export_dir, format = format, quantize = quantize,
+                                              warmup = warmup))
+  out <- py_to_r_json(res, simplify = FALSE)
+  path <- out$path
+  attr(path, "saved_model") <- out$saved_model
+  if (!is.null(out$tflite)) attr(path, "tflite") <- out$tflite
+  invisible(path)
 }
 
 #' Check a configuration for TPU readiness

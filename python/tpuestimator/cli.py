@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(getattr(exc, "exit_code", None), int):  # TrainingInterrupted: 143 (SIGTERM), 130 (SIGINT)
+            return exc.exit_code
         return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -31,7 +31,9 @@ from tpuestimator.batching import MASK_KEY, pad_and_mask
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import HookList
+from tpuestimator.input_position import train_dataset
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
@@ -242,7 +244,8 @@ class Estimator:
         cardinalities = []
 
         def dataset_fn(ctx):
-            ds = input_fn(self.input_params(Mode.TRAIN, input_context=ctx))
+            # positioned at the current step: a resumed run reads the batches an uninterrupted one would
+            ds = train_dataset(input_fn, self.input_params(Mode.TRAIN, input_context=ctx))
             cardinalities.append(int(ds.cardinality().numpy()))
             return ds
 
@@ -448,16 +451,21 @@ class Estimator:
                 yield local
 
     # ------------------------------------------------------------------ export
-    def serving_module(self):
-        """A `tf.Module` holding the model and its `serving_default` function (`serving.serving_module`)."""
-        return serving_module(self.spec, self.state.feature_spec)
+    def serving_module(self, serving_inputs=None):
+        """A `tf.Module` holding the model and its serving functions (`serving.serving_module`)."""
+        return serving_module(self.spec, self.state.feature_spec, serving_inputs)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
-                           checkpoint_path: str | None = None) -> str:
+                           checkpoint_path: str | None = None, serving_inputs=None) -> str:
         """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
 
         The version defaults to a timestamp in seconds (TF Serving serves the highest). The
-        folder appears atomically: a crash mid-export leaves nothing behind.
+        folder appears atomically: a crash mid-export leaves nothing behind. Signatures (all
+        with a free batch dimension; outputs `probabilities`, `class_id`, `class` for the
+        built-in classifiers): `features` (the decoded features), one per `serving_inputs`
+        entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
+        `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
+        `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
 
         Returns:
           The export's path.
@@ -475,8 +483,9 @@ class Estimator:
         while os.path.exists(os.path.join(export_dir_base, str(version))):
             version += 1
         final = os.path.join(export_dir_base, str(version))
-        module = self.serving_module()
+        module = self.serving_module(serving_inputs)
         with atomic_directory(final) as tmp:
-            tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
+            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+            fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)
         return final

@@ -9,11 +9,15 @@ model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import yaml
+
 from tpuestimator import data
+from tpuestimator.checkpointing import CheckpointMismatchError
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
@@ -21,19 +25,25 @@ from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.base import HookList
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
+from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
+from tpuestimator.io import atomic_write_text
+from tpuestimator.leftovers import remove_stale_temporaries
 from tpuestimator.logcapture import capture_log
-from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
-from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
+from tpuestimator.model_dir_lock import model_dir_lock
+from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
-from tpuestimator.serving import predict, write_export_metadata
+from tpuestimator.serving import data_serving_inputs, predict, write_export_metadata
 from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
 # `tpuestimator.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
 # tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
 # (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
 # (from_config.py) under their old names here.
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "JobResult",
     "build_estimator",
@@ -76,7 +86,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            resume: bool = False) -> JobResult:
+            resume: bool = False, handle_signals: bool = False) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
@@ -94,16 +104,43 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       export: False to skip the exporters.
       resume: continue from the model dir's checkpoint even if it was trained with other
         settings (see `tpuestimator.modeldir.check_model_dir`).
+      handle_signals: install SIGTERM/SIGINT handlers for the job (main thread only): the
+        first signal finishes the loop, saves a checkpoint and raises `TrainingInterrupted`
+        (`tpuestimator.interrupts`). The CLI sets it; library callers and R keep their own
+        handlers by default.
 
     Returns:
       A `JobResult`.
+
+    Raises:
+      ModelDirLockedError: another job trains (or evaluates) in `model_dir`
+        (`tpuestimator.model_dir_lock`).
+      TrainingInterrupted: stopped by SIGTERM/SIGINT; the run record is marked interrupted.
     """
 
-    cfg = _as_config(config, overrides)
-    model_dir = model_dir or default_model_dir(cfg.to_dict(), run_dir) or cfg.model_dir
+    stopper = StopOnSignal() if handle_signals else None
+    if stopper is not None:
+        stopper.install()
+    try:
+        cfg = _as_config(config, overrides)
+        model_dir = model_dir or default_model_dir(cfg.to_dict(), run_dir) or cfg.model_dir
+        os.makedirs(model_dir, exist_ok=True)
+        # One training per model dir: the lock is held until the run record is complete.
+        with model_dir_lock(model_dir):
+            return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
+                               model_fn=model_fn, hooks=[*hooks, *([stopper] if stopper else [])],
+                               progress=progress, export=export, resume=resume, stopper=stopper)
+    finally:
+        if stopper is not None:
+            stopper.restore()
+
+
+def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_fn, hooks, progress, export, resume,
+                stopper) -> JobResult:
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
-    os.makedirs(model_dir, exist_ok=True)
-    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    previous_config = _read_text(config_path) if resumed_from_step is not None else None
+    dump_config(cfg, config_path)
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -115,8 +152,33 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             recorder = RunRecorder.create(runs_dir or cfg.run.runs_dir or "runs", **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
+        # what a killed run left half-written (logged; only our own temp names)
+        remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            try:
+                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
+                if previous_config is not None:
+                    atomic_write_text(config_path, previous_config)
+                recorded = yaml.safe_load(previous_config) if previous_config else None
+                raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
+        except TrainingInterrupted as exc:
+            logger.warning("%s", exc)
+            if recorder is not None:
+                recorder.interrupt(str(exc), step=exc.step)
+            raise
+        except KeyboardInterrupt as exc:
+            # A second signal (the CLI), or Ctrl-C / an interrupt from R without our handlers.
+            interrupted = stopper.interrupted(None, aborted=True) if stopper is not None and \
+                stopper.received is not None else None
+            reason = str(interrupted) if interrupted else ("KeyboardInterrupt (Ctrl-C, or an interrupt from R): "
+                                                           "a rerun resumes from the latest checkpoint")
+            logger.warning("%s", reason)
+            if recorder is not None:
+                recorder.interrupt(reason)
+            if interrupted is not None:
+                raise interrupted from exc
+            raise
         except BaseException as exc:
             if recorder is not None:
                 add_nonfinite_report(recorder, exc)
@@ -125,6 +187,14 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     if recorder is not None:
         recorder.complete()
     return result
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
@@ -155,8 +225,9 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = cfg.export
     export_base = exp.dir or os.path.join(model_dir, "export")
+    serving_inputs = data_serving_inputs(section)
     exporters = make_exporters(exp.exporters, export_base, keep=exp.keep, best_metric=exp.best_metric,
-                               best_mode=exp.best_mode) if export and exp.enabled else []
+                               best_mode=exp.best_mode, serving_inputs=serving_inputs) if export and exp.enabled else []
     es = cfg.eval.early_stopping
     eval_spec = EvalSpec(input_fn=eval_fn, steps=cfg.eval.steps, every_n_steps=cfg.eval.every_n_steps,
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
@@ -172,9 +243,10 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     exports = dict(outcome.exports)
     if export and exp.enabled and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step)
+                                                        version=outcome.global_step, serving_inputs=serving_inputs)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
+        write_warmup(path, cfg, exp.warmup)
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     if recorder is not None:
         spec = estimator.spec

@@ -86,6 +86,29 @@ test_that("tpu_export() writes a SavedModel and a TFLite file", {
   lite <- quietly(tpu_export(run, file.path(digits_cache$dir, "lite"), format = "tflite"))
   expect_match(lite, "\\.tflite$")
   expect_gt(file.size(lite), 1000)
+  expect_true(attr(lite, "tflite")$passed)
+  expect_lte(attr(lite, "tflite")$max_abs_diff, 1e-4)
+  # dynamic-range quantization with warmup requests: the verification comes back as an attribute
+  small <- quietly(tpu_export(run, file.path(digits_cache$dir, "lite"), format = "tflite", quantize = "dynamic",
+                              warmup = 2L))
+  expect_match(small, "-dynamic\\.tflite$")
+  report <- attr(small, "tflite")
+  expect_gte(report$top1_agreement, 0.99)
+  expect_lt(report$tflite_bytes, attr(lite, "tflite")$tflite_bytes / 2)
+  expect_true(file.exists(file.path(attr(small, "saved_model"), "assets.extra", "tf_serving_warmup_requests")))
+})
+
+test_that("tpu_export() checks format, quantize and warmup before calling Python", {
+  expect_error(tpu_export("nowhere", tempfile(), format = "onnx"), "should be one of")
+  expect_error(tpu_export("nowhere", tempfile(), format = "tflite", quantize = "int4"),
+               paste("`quantize` must be NULL or one of \"none\", \"dynamic\", \"float16\", \"int8\".",
+                     "Received: quantize = \"int4\""), fixed = TRUE)
+  expect_error(tpu_export("nowhere", tempfile(), quantize = "int8"),
+               "`quantize` must be NULL unless format = \"tflite\"", fixed = TRUE)
+  expect_error(tpu_export("nowhere", tempfile(), warmup = -1L),
+               "`warmup` must be NULL or a whole number from 0 to 1000")
+  expect_error(tpu_export("nowhere", tempfile(), warmup = 2.5), "`warmup` must be a single whole number")
+  expect_error(tpu_export("nowhere", tempfile(), warmup = 1001L), "Received: warmup = 1001L")
 })
 
 test_that("tpu_check() reports TPU readiness", {

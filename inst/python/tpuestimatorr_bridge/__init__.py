@@ -26,6 +26,7 @@ __all__ = [
     "evaluate_job",
     "exception_classes",
     "export_job",
+    "export_model",
     "from_json",
     "job_result_dict",
     "predict",
@@ -153,6 +154,19 @@ def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> 
     from tpuestimator.job import export_job as _export_job
 
     return _export_job(model_dir, export_dir, format=format)
+
+
+def export_model(model_dir: str, export_dir: str, format: str = "saved_model", quantize: str | None = None,
+                 warmup: int | None = None, representative_batches: int | None = None) -> dict:
+    """Exports the latest checkpoint in `model_dir`: `path`, `saved_model`, `tflite` (the .tflite's
+    verification report or None), `warmup_requests`."""
+    import dataclasses
+
+    from tpuestimator.model_dir_jobs import export_model as _export_model
+
+    result = _export_model(model_dir, export_dir, format=format, quantize=quantize, warmup=warmup,
+                           representative_batches=representative_batches)
+    return dataclasses.asdict(result)
 
 
 def predict(export_dir: str, features: Any) -> list[dict]:

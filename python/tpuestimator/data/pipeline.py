@@ -19,7 +19,7 @@ import tensorflow as tf
 from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
-from tpuestimator.data.augment import make_augmenter, make_image_augmenter
+from tpuestimator.data.augment import make_augmenter, make_image_augmenter, position_seed
 from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported)
     DECODE_BATCH,
     BatchDecoder,
@@ -31,6 +31,7 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
 from tpuestimator.errors import DataError
+from tpuestimator.input_position import SKIPS_ATTRIBUTE, batches_before_step
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
 
     Returns:
       `input_fn(params)`; `params` holds `batch_size` (per replica), `input_context`
-      (`tf.distribute.InputContext` or None), `seed`, `start_step` and optionally
+      (`tf.distribute.InputContext` or None), `seed`, `start_step` (train: the stream starts
+      at the batch that global step trains on, `tpuestimator.input_position`) and optionally
       `num_classes` (used to assert labels are in range when the data names no vocabulary).
 
     Raises:
@@ -66,34 +68,45 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
         params = dict(params or {})
         batch_size = int(params["batch_size"])
         classes = n_classes if n_classes is not None else params.get("num_classes")
-        seed = int(params.get("seed") or 0) + int(params.get("start_step") or 0)
         job = None
         if mode == "train" and section.get("service"):
-            job = data_service.job_name(section, pattern=pattern, seed=seed, input_context=params.get("input_context"))
+            # A resumed run (another start step) reads a new service job; the service keeps
+            # no input position, so the exact resume below does not apply to it.
+            job = data_service.job_name(section, pattern=pattern, input_context=params.get("input_context"),
+                                        seed=int(params.get("seed") or 0) + int(params.get("start_step") or 0))
+        skip = batches_before_step(params) if mode == "train" and job is None else 0
+        if skip:
+            log.info("resuming the input at step %d: skipping %d batches of records before decoding",
+                     int(params["start_step"]), skip)
+        # The same seed in every run, resumed or not: exact resume (tpuestimator.input_position).
         return build_dataset(section, mode, pattern, batch_size=batch_size,
-                             input_context=params.get("input_context"), seed=seed, num_classes=classes,
-                             service_job=job)
+                             input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
+                             num_classes=classes, skip_batches=skip, service_job=job)
 
     input_fn.data_section = section  # for error translation by the caller
     input_fn.mode = mode
+    setattr(input_fn, SKIPS_ATTRIBUTE, True)  # it skips to params["start_step"] itself, before decoding
     return input_fn
 
 
 def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str], *, batch_size: int,
                   input_context: Any = None, seed: int = 0, num_classes: int | None = None,
-                  check_first_record: bool = True, service_job: str | None = None) -> tf.data.Dataset:
+                  check_first_record: bool = True, skip_batches: int = 0,
+                  service_job: str | None = None) -> tf.data.Dataset:
     """The dataset `input_fn` returns (see module docstring); `section` must be resolved.
+
+    Train mode: the stream of batches is a function of `seed` alone, and starts after its
+    first `skip_batches` batches (a resumed training), skipped before decoding.
 
     With `service_job` and `data.service` (`make_input_fn` names a job for training only)
     the pipeline is built here and run on the tf.data service's workers as that job: the
     service, not the input context, splits the data between training processes; with
-    `data.service_sharding: off` every worker runs it whole, so its shuffles are unseeded
-    (each worker its own order).
+    `data.service_sharding: off` every worker runs it whole, so its window shuffle draws
+    its seeds at run time (each worker its own order).
     """
     train = mode == "train"
     service = section.get("service") if service_job else None
-    if service and section.get("service_sharding") == "off":
-        seed = None
+    unseeded = bool(service) and section.get("service_sharding") == "off"
     files = list_files(pattern)
     _check_not_empty(files, pattern)
     if check_first_record:
@@ -147,19 +160,31 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
             ds = ds.unbatch().cache()
             if train:
                 ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+                if skip_batches:  # decoded already: skipping costs the shuffle only
+                    ds = ds.skip(skip_batches * batch_size)
             if image_aug is not None:
-                ds = ds.map(lambda f, lab: ({**f, "image": image_aug(f["image"], 1.0)}, lab),
-                            num_parallel_calls=tf.data.AUTOTUNE)
+                ds = ds.enumerate(start=skip_batches * batch_size).map(
+                    lambda i, element: ({**element[0],
+                                         "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
+                                        element[1]),
+                    num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=train)
-            post = _compose(batch_aug, static)
-            if post is not None:
-                ds = ds.map(post, num_parallel_calls=tf.data.AUTOTUNE)
-            return ds
-        if train:
-            ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, seed)
+            if batch_aug is not None:
+                ds = ds.enumerate(start=skip_batches).map(
+                    lambda i, element: static(*batch_aug(*element, position_seed(seed, i))),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+            elif static is not None:
+                ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
-            ds = ds.rebatch(batch_size, drop_remainder=False)
-        return decoder.batches(ds, batch_size, drop_remainder=train, augment=_compose(batch_aug, static), batched=True)
+            if train:
+                ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, None if unseeded else seed)
+                if skip_batches:  # batches of serialized records: skipped without parsing or decoding
+                    ds = ds.skip(skip_batches)
+            else:
+                ds = ds.rebatch(batch_size, drop_remainder=False)
+            ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
+                                 seed=seed, first_batch=skip_batches)
+        return ds
 
     options = tf.data.Options()
     options.deterministic = bool(section["deterministic"])
@@ -210,19 +235,6 @@ def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: 
     ds = chunks.rebatch(window, drop_remainder=True).enumerate()
     ds = ds.map(permute, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.rebatch(batch_size, drop_remainder=True)
-
-
-def _compose(*fns):
-    """f(features, labels) pipelines: the given functions (None skipped) applied in order."""
-    fns = [f for f in fns if f is not None]
-    if not fns:
-        return None
-
-    def run(features, labels):
-        for f in fns:
-            features, labels = f(features, labels)
-        return features, labels
-    return run
 
 
 def _check_not_empty(files: list[str], pattern) -> None:
