@@ -1,7 +1,7 @@
 """The tf.data service: `data.service` feeds training from real service workers on 127.0.0.1.
 
 One `tpuestimator data serve --dispatcher 0 --workers 2` process serves the whole file (a
-module fixture); the last test stops it with Ctrl-C (SIGINT) and checks it exits cleanly.
+session fixture); the last test stops it with Ctrl-C (SIGINT) and checks it exits cleanly.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ RECORDS = 48
 SHARDS = 4
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: one server although the slow test runs first, apart from the rest
 def served():
     """(address, process) of `tpuestimator data serve` with 2 workers on free ports."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""),
