@@ -114,10 +114,9 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
     from tpuestimator.spec import Mode, split_element
 
     cfg = config if isinstance(config, JobConfig) else load_config(config, overrides)
-    raw = cfg.raw
     results: list[CheckResult] = []
-    for section in ("train", "eval", "predict"):
-        batch = raw[section]["batch_size"]
+    for section, batch in (("train", cfg.train.batch_size), ("eval", cfg.eval.batch_size),
+                           ("predict", cfg.predict.batch_size)):
         ok = batch % num_cores == 0
         results.append(CheckResult(
             f"{section}.batch_size divides by {num_cores} cores", ok,
@@ -125,7 +124,7 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
             f"{batch} is not a multiple of {num_cores}; use {max(num_cores, round(batch / num_cores) * num_cores)}",
             field=f"{section}.batch_size"))
 
-    per_core = max(1, raw["train"]["batch_size"] // num_cores)
+    per_core = max(1, cfg.train.batch_size // num_cores)
     train_fn = input_fn_for(cfg, "train")
     params = {**cfg.params, "batch_size": per_core, "mode": "train", "input_context": None, "seed": 0, "start_step": 0}
     with data.translate_errors(cfg.section("data"), "train"):
@@ -146,7 +145,7 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
     estimator = Estimator(model_fn or cfg.model, RunConfig(model_dir=scratch, strategy="cpu",
                                                             train_batch_size=per_core, eval_batch_size=per_core,
                                                             predict_batch_size=per_core, nan_sentinel=False,
-                                                            precision=raw["run"]["precision"]),
+                                                            precision=cfg.run.precision),
                           model_params(cfg))
     estimator.build(train_fn, Mode.TRAIN, global_batch=per_core)
     spec = estimator.spec

@@ -12,7 +12,7 @@ import difflib
 import json
 import os
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ def schema_defaults(schema_dict: Mapping[str, Any]) -> dict[str, Any]:
         if fields:
             out[name] = fields
     return out
-
 
 
 class _Loader(yaml.SafeLoader):
@@ -66,6 +65,42 @@ def schema() -> dict:
 
 # Every default of a config, from the schema: the one source (the R package reads the same file).
 DEFAULTS: dict[str, Any] = schema_defaults(schema())
+
+
+_JSON_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "array": list, "object": dict,
+               "null": type(None)}
+
+
+def _field_type(node: Mapping[str, Any]):
+    """The annotation of a schema field ("integer" -> int, ["string", "null"] -> str | None, enum -> Any)."""
+    kinds = node.get("type", [])
+    types = [_JSON_TYPES[k] for k in ([kinds] if isinstance(kinds, str) else kinds)]
+    annotation = types[0] if types else Any
+    for extra in types[1:]:
+        annotation = annotation | extra
+    return annotation
+
+
+@cache
+def section_type(name: str) -> type:
+    """The frozen dataclass of one config section, generated from the schema: one field per
+    declared field, typed from its JSON type (`section_type("train")(batch_size=..., ...)`).
+    Generated, not hand-written, so a field added to the schema needs no second declaration."""
+    node = schema()["properties"][name]
+    fields = [(key, _field_type(field)) for key, field in node.get("properties", {}).items()]
+    cls = dataclasses.make_dataclass(f"{name.title()}Section", fields, frozen=True, kw_only=True,
+                                     namespace={"__doc__": f"The `{name}` section of a job configuration "
+                                                           "(fields and types from the JSON Schema)."})
+    cls.__module__ = __name__
+    return cls
+
+
+def section_view(raw: Mapping[str, Any], name: str):
+    """The `name` section of a filled config dict as its `section_type` (fields absent from
+    the dict, such as data fields without a default, read None)."""
+    values = raw.get(name) or {}
+    cls = section_type(name)
+    return cls(**{field.name: values.get(field.name) for field in dataclasses.fields(cls)})
 
 
 def schema_path() -> str:
@@ -102,9 +137,40 @@ class JobConfig:
     def section(self, name: str) -> dict:
         return copy.deepcopy(dict(self.raw[name]))
 
+    # Typed views of the sections (`cfg.train.max_steps`): every field the schema declares,
+    # and only those, so a field name is spelled in the schema and at its use, never as a
+    # `raw["train"]["max_steps"]` string lookup (tests/python/test_architecture.py checks).
+    @property
+    def data(self):
+        return section_view(self.raw, "data")
+
+    @property
+    def train(self):
+        return section_view(self.raw, "train")
+
+    @property
+    def eval(self):
+        return section_view(self.raw, "eval")
+
+    @property
+    def predict(self):
+        return section_view(self.raw, "predict")
+
+    @property
+    def export(self):
+        return section_view(self.raw, "export")
+
+    @property
+    def run(self):
+        return section_view(self.raw, "run")
+
+    @property
+    def debug(self):
+        return section_view(self.raw, "debug")
+
     @property
     def model_dir(self) -> str:
-        return self.raw["run"]["model_dir"] or os.path.join("models", self.name)
+        return self.run.model_dir or os.path.join("models", self.name)
 
     def to_dict(self) -> dict:
         return copy.deepcopy(dict(self.raw))
@@ -274,7 +340,8 @@ def _to_config_error(err, source: str | None) -> ConfigError:
     if kind in ("minItems", "maxItems"):
         return ConfigError(field, err.instance, f"a list with {'at least' if kind == 'minItems' else 'at most'} {spec} items", source=source)
     if kind == "pattern":
-        return ConfigError(field, err.instance, f"a string matching {spec}", source=source)
+        what = f" ({err.schema['description']})" if "description" in err.schema else ""  # e.g. grpc://HOST:PORT
+        return ConfigError(field, err.instance, f"a string matching {spec}{what}", source=source)
     if kind == "minLength":
         return ConfigError(field, err.instance, "a non-empty string", source=source)
     if kind == "uniqueItems":

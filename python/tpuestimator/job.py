@@ -24,6 +24,7 @@ from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.devices import sync_workers
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
+from tpuestimator.hooks.base import HookList
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
@@ -124,7 +125,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         stopper.install()
     try:
         cfg = _as_config(config, overrides)
-        model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
+        model_dir = model_dir or default_model_dir(cfg.to_dict(), run_dir) or cfg.model_dir
         os.makedirs(model_dir, exist_ok=True)
         # One training per model dir: the lock is held until the run record is complete.
         with model_dir_lock(model_dir):
@@ -138,7 +139,6 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
 
 def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_fn, hooks, progress, export, resume,
                 stopper) -> JobResult:
-    raw = cfg.raw
     role = task_role()
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     config_path = os.path.join(model_dir, CONFIG_FILE)
@@ -157,11 +157,11 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
         if run_dir:
             recorder = RunRecorder.attach(run_dir, **common)
         else:
-            recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
+            recorder = RunRecorder.create(runs_dir or cfg.run.runs_dir or "runs", **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         # what a killed run left half-written (logged; only our own temp names)
-        remove_stale_temporaries(model_dir, [raw["export"]["dir"] or os.path.join(model_dir, "export")])
+        remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
             try:
                 result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export,
@@ -215,61 +215,56 @@ def _read_text(path: str) -> str | None:
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
     """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
     message other hooks see), logging, the run record, debug hooks, progress, the user's."""
-    raw = cfg.raw
     model_dir = estimator.model_dir
-    job_hooks: list = [NonFiniteReportHook(job_config=cfg.to_dict()), LoggingHook(raw["run"]["log_every_n_loops"])]
+    job_hooks: list = [NonFiniteReportHook(job_config=cfg.to_dict()), LoggingHook(cfg.run.log_every_n_loops)]
     if recorder is not None:
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), job_flags(cfg), trial_id=recorder.name))
         # metric rows (the loop's training metrics beside each evaluation, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
         job_hooks.append(RecorderHook(recorder, has_eval=has_eval))
-    job_hooks.extend(hooks_from_config(raw["debug"], logdir=str(recorder.logs_dir) if recorder else None,
+    job_hooks.extend(hooks_from_config(cfg.section("debug"), logdir=str(recorder.logs_dir) if recorder else None,
                                        model_dir=model_dir))
     if progress is not None:
-        job_hooks.append(ProgressCallbackHook(progress, raw["train"]["max_steps"]))
+        job_hooks.append(ProgressCallbackHook(progress, cfg.train.max_steps))
     job_hooks.extend(hooks)
     return job_hooks
 
 
 def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_scratch=None) -> JobResult:
-    raw = cfg.raw
     section = cfg.section("data")
     estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
     train_fn = input_fn_for(cfg, "train")
     has_eval = bool(section.get("eval")) or "manifest" in section
     eval_fn = input_fn_for(cfg, "eval") if has_eval else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
-    exp = raw["export"]
-    export_base = export_scratch or exp["dir"] or os.path.join(model_dir, "export")
+    exp = cfg.export
+    export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
     serving_inputs = data_serving_inputs(section)
-    exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
-                               best_mode=exp["best_mode"], serving_inputs=serving_inputs) if export and exp["enabled"] else []
-    es = raw["eval"]["early_stopping"]
-    eval_spec = EvalSpec(input_fn=eval_fn, steps=raw["eval"]["steps"], every_n_steps=raw["eval"]["every_n_steps"],
+    exporters = make_exporters(exp.exporters, export_base, keep=exp.keep, best_metric=exp.best_metric,
+                               best_mode=exp.best_mode, serving_inputs=serving_inputs) if export and exp.enabled else []
+    es = cfg.eval.early_stopping
+    eval_spec = EvalSpec(input_fn=eval_fn, steps=cfg.eval.steps, every_n_steps=cfg.eval.every_n_steps,
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
-    max_steps = raw["train"]["max_steps"]
-    if raw["train"]["steps"] is not None:
-        max_steps = estimator.global_step + raw["train"]["steps"]
+    max_steps = cfg.train.max_steps
+    if cfg.train.steps is not None:
+        max_steps = estimator.global_step + cfg.train.steps
 
-    with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
+    with data.translate_errors(section, "train"), numerics.check_numerics(cfg.debug.check_numerics), \
             numerics.translate_errors(estimator):
         try:
             outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
                                                               hooks=job_hooks), eval_spec)
         finally:
             checkpointing.remove_worker_scratch(estimator.state if estimator.built else None, model_dir)
-    for hook in job_hooks:
-        close = getattr(hook, "close", None)  # a user's hook may be a plain callable
-        if callable(close):
-            close()
+    HookList(job_hooks).close()  # `Hook.close` is declared (a no-op by default); plain callables are wrapped
     exports = dict(outcome.exports)
-    if export and exp["enabled"] and not exporters:
+    if export and exp.enabled and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
                                                         version=outcome.global_step, serving_inputs=serving_inputs)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
-        write_warmup(path, cfg, exp["warmup"])
+        write_warmup(path, cfg, exp.warmup)
     if estimator.device_info.strategy_name == "multi_worker":
         sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")

@@ -101,17 +101,17 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
 def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup: int | None,
                    representative_batches: int | None, overrides: Iterable[str]) -> ExportResult:
     cfg = load_job_config(model_dir, overrides)
-    exp = cfg.raw["export"]
-    warmup = exp["warmup"] if warmup is None else warmup
+    exp = cfg.export
+    warmup = exp.warmup if warmup is None else warmup
     check_count("warmup", warmup, minimum=0)
-    batches = exp["representative_batches"] if representative_batches is None else representative_batches
+    batches = exp.representative_batches if representative_batches is None else representative_batches
     check_count("representative_batches", batches, minimum=1)
     records = warmup_records(cfg, warmup)  # before exporting: a bad count leaves nothing behind
     estimator = build_estimator(cfg, model_dir=model_dir)
     if estimator.latest_checkpoint() is None:
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
     # Building the model needs the feature spec: one probe of the eval (or train) input.
-    has_eval = bool(cfg.raw["data"].get("eval")) or "manifest" in cfg.raw["data"]
+    has_eval = bool(cfg.data.eval) or cfg.data.manifest is not None
     estimator.build(input_fn_for(cfg, "eval" if has_eval else "train"), Mode.EVAL if has_eval else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
     section = cfg.section("data")
@@ -162,7 +162,7 @@ def write_warmup(export_dir: str, cfg: JobConfig, n: int, records: list[bytes] |
         return 0
     from tpuestimator import warmup
 
-    return warmup.write_warmup_requests(export_dir, records, model_name=cfg.raw.get("name") or "")
+    return warmup.write_warmup_requests(export_dir, records, model_name=cfg.name or "")
 
 
 def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, representative_batches: int,
@@ -172,7 +172,7 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
     from tpuestimator.io import atomic_write_bytes
 
     section = data.resolve_section(cfg.section("data"))
-    batch_size = int(cfg.raw["eval"]["batch_size"])
+    batch_size = int(cfg.eval.batch_size)
 
     def batches(files):  # eval-mode decoding (no augmentation, no shuffle) of `files`
         read = dict(section, eval=files)

@@ -41,6 +41,7 @@ RESUMABLE_FIELDS = (
     "train.max_steps", "train.steps", "train.keep_checkpoint_max", "train.save_checkpoints_steps",
     "train.async_checkpoint", "train.iterations_per_loop",
     "data.eval",
+    "data.service", "data.service_sharding", "data.service_compression", "data.service_job",  # where the input runs
     "run.runs_dir", "run.model_dir", "run.log_every_n_loops", "run.project", "run.tpu", "run.zone",
     "run.num_cpu_devices", "run.strategy", "run.jit_compile",
 )

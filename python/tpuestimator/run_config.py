@@ -65,7 +65,7 @@ class RunConfig:
             key = field.metadata.get("config")
             if key:
                 section, name = key.split(".")
-                values[field.name] = job.raw[section][name]
+                values[field.name] = getattr(getattr(job, section), name)
         return cls(model_dir=model_dir or job.model_dir, **values)
 
     def run_section(self) -> dict:

@@ -204,3 +204,59 @@ def test_long_modules_say_why_at_their_top():
         if text.count("\n") > 400 and "400 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
             offenders.append(f"{name} ({text.count(chr(10))} lines)")
     assert not offenders, offenders
+
+
+def _config_lookups(tree: ast.AST) -> list[ast.Subscript]:
+    """`x.raw["train"]` and `raw["train"]["max_steps"]`: a config field spelled as a string key."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Subscript):
+            continue
+        base = node.value
+        if isinstance(base, ast.Attribute) and base.attr == "raw":
+            found.append(node)
+        elif (isinstance(base, ast.Subscript) and isinstance(base.value, (ast.Name, ast.Attribute))
+              and getattr(base.value, "id", getattr(base.value, "attr", None)) == "raw"):
+            found.append(node)
+    return found
+
+
+def test_config_fields_are_read_through_the_typed_section_views():
+    """Outside config.py a field is read as `cfg.train.max_steps` (the section views generated
+    from the schema), never as `cfg.raw["train"]["max_steps"]`: one spelling, checked names."""
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if p != PACKAGE / "config.py"] + sorted(bridge.rglob("*.py"))
+    for path in files:
+        for node in _config_lookups(ast.parse(path.read_text())):
+            offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, "config fields looked up by string (use cfg.<section>.<field>): " + "; ".join(offenders)
+
+
+def test_config_lookup_finder_finds_string_lookups():
+    code = 'a = cfg.raw["run"]["seed"]\nraw = cfg.raw\nb = raw["train"]["steps"]\nc = cfg.train.steps\n'
+    assert sorted(node.lineno for node in _config_lookups(ast.parse(code))) == [1, 1, 3]
+
+
+def test_section_views_declare_exactly_the_schema_fields():
+    import dataclasses
+    import json
+
+    import pytest
+
+    from tpuestimator.config import load_config
+
+    schema = json.loads((PACKAGE / "schema" / "config.schema.json").read_text())
+    cfg = load_config({"model": "linear", "data": {"format": "mnist", "train": "/data/train-*",
+                                                   "image": {"height": 28, "width": 28, "channels": 1}}},
+                      ["train.max_steps=7", "run.precision=mixed_bfloat16"])
+    for section in ("data", "train", "eval", "predict", "export", "run", "debug"):
+        view = getattr(cfg, section)
+        assert [f.name for f in dataclasses.fields(view)] == list(schema["properties"][section]["properties"])
+    assert cfg.train.max_steps == 7 and cfg.run.precision == "mixed_bfloat16"
+    assert cfg.train.batch_size == schema["properties"]["train"]["properties"]["batch_size"]["default"]
+    assert cfg.data.manifest is None and cfg.data.train == "/data/train-*"
+    with pytest.raises(AttributeError, match="max_step"):
+        _ = cfg.train.max_step  # a misspelt field fails loudly instead of reading None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.train.max_steps = 3

@@ -1,4 +1,5 @@
-"""`tpuestimator data write|inspect|bench`: TFRecord conversion, inspection and input benchmarks.
+"""`tpuestimator data write|inspect|bench|serve`: TFRecord conversion, inspection, input benchmarks
+and a local tf.data service.
 
 No TensorFlow import at module level (the CLI's --help stays fast).
 """
@@ -14,7 +15,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("data", help="write, inspect and benchmark TFRecord data",
                                    description="Write TFRecords (MNIST or flowers format, or typed features), inspect them, "
                                                "and measure the input pipeline.")
-    sub = parser.add_subparsers(dest="data_command", metavar="{write,inspect,bench}")
+    sub = parser.add_subparsers(dest="data_command", metavar="{write,inspect,bench,serve}")
     sub.required = True
 
     w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
@@ -60,6 +61,21 @@ def register(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=run)
+
+    s = sub.add_parser("serve", help="run a tf.data service (dispatcher + workers) until Ctrl-C",
+                       description="Starts TensorFlow's tf.data service dispatcher and N workers in this process and "
+                                   "prints the address for `data.service`; Ctrl-C (or SIGTERM) stops them.")
+    s.add_argument("--dispatcher", type=int, default=5050, metavar="PORT",
+                   help="dispatcher port (default 5050; 0 = any free port)")
+    s.add_argument("--workers", type=int, default=2, help="worker servers to start (default 2)")
+    s.add_argument("--join", default=None, metavar="grpc://HOST:PORT",
+                   help="start workers only, for a dispatcher running elsewhere (a worker pod)")
+    s.add_argument("--worker-port", type=int, action="append", default=None, metavar="PORT",
+                   help="a fixed worker port, once per worker (default: free ports)")
+    s.add_argument("--advertise", default="localhost", metavar="HOST",
+                   help="host name the servers give readers (default localhost; a pod's IP on Kubernetes)")
+    s.add_argument("--host", default="127.0.0.1", help="interface checked for free ports (default 127.0.0.1)")
+    s.set_defaults(func=run)
     parser.set_defaults(func=run)
     return parser
 
@@ -69,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from tpuestimator.errors import TPUEstimatorError
 
     try:
-        return {"write": _write, "inspect": _inspect, "bench": _bench}[args.data_command](args)
+        return {"write": _write, "inspect": _inspect, "bench": _bench, "serve": _serve}[args.data_command](args)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -146,4 +162,30 @@ def _bench(args) -> int:
     report = bench(args.config, mode=args.mode, batch_size=args.batch_size, seconds=args.seconds,
                    overrides=tuple(args.overrides))
     print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def _serve(args) -> int:
+    import signal
+    import threading
+
+    from tpuestimator.data.service import start_local_service
+
+    service = start_local_service(dispatcher_port=args.dispatcher, workers=args.workers, host=args.host,
+                                  advertise=args.advertise, join=args.join, worker_ports=args.worker_port)
+    stop = threading.Event()
+    # SIGTERM (a Kubernetes pod stopping, a parent process) stops as cleanly as Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    role = f"{len(service.workers)} worker(s) joined {service.address}" if args.join else \
+        f"tf.data service at {service.address} with {len(service.workers)} worker(s)"
+    print(f"{role}: {', '.join(service.worker_addresses) or 'no workers'}", flush=True)
+    if not args.join:
+        print(f"  train with: --set data.service={service.address}   (Ctrl-C stops)", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    service.stop()
+    print("tf.data service stopped", flush=True)
     return 0

@@ -40,7 +40,7 @@ def run(args) -> int:
     from tpuestimator.sidecar import run_sidecar_evaluator
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
-    role = task_role(cfg.raw["run"]["strategy"])  # TF_CONFIG's task: a ps/worker server or the evaluator
+    role = task_role(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
     if role == "server":
         info = serve()
         print(f"{info['task']}: the chief has finished; exiting", flush=True)
@@ -53,7 +53,7 @@ def run(args) -> int:
         if record["run_dir"]:
             print(f"run record:  {record['run_dir']}")
         return 0
-    bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
+    bar = ProgressBarHook(cfg.train.max_steps)
     if sys.stderr.isatty():
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)

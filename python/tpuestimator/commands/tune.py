@@ -59,7 +59,7 @@ def run(args) -> int:
 
         quiet_tensorflow()
     cfg = load_config(args.config, args.overrides)
-    runs_dir = args.runs_dir or cfg.raw["run"]["runs_dir"] or "runs"
+    runs_dir = args.runs_dir or cfg.run.runs_dir or "runs"
 
     def on_run(i: int, n: int, combo: dict) -> None:
         print(f"tuning run {i}/{n}: " + ", ".join(f"{k}={v}" for k, v in combo.items()), flush=True)

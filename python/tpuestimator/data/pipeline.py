@@ -5,7 +5,8 @@ The pipeline lists and shards the files, interleaves `TFRecordDataset`s, caches 
 (optional), repeats and shuffles (train only: windows of `shuffle_buffer` records permuted
 in one op each), batches FIRST and then parses each batch with one vectorised
 `tf.io.parse_example`, decodes (JPEG/PNG per image, in parallel), checks `data.assertions`,
-augments (train only), optionally transposes and prefetches.
+augments (train only), optionally transposes and prefetches. With `data.service` the
+training pipeline runs on tf.data service workers (`tpuestimator.data.service`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
 from tpuestimator.data.augment import make_augmenter, make_image_augmenter, position_seed
@@ -66,14 +68,20 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
         params = dict(params or {})
         batch_size = int(params["batch_size"])
         classes = n_classes if n_classes is not None else params.get("num_classes")
-        skip = batches_before_step(params) if mode == "train" else 0
+        job = None
+        if mode == "train" and section.get("service"):
+            # A resumed run (another start step) reads a new service job; the service keeps
+            # no input position, so the exact resume below does not apply to it.
+            job = data_service.job_name(section, pattern=pattern, input_context=params.get("input_context"),
+                                        seed=int(params.get("seed") or 0) + int(params.get("start_step") or 0))
+        skip = batches_before_step(params) if mode == "train" and job is None else 0
         if skip:
             log.info("resuming the input at step %d: skipping %d batches of records before decoding",
                      int(params["start_step"]), skip)
         # The same seed in every run, resumed or not: exact resume (tpuestimator.input_position).
         return build_dataset(section, mode, pattern, batch_size=batch_size,
                              input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
-                             num_classes=classes, skip_batches=skip)
+                             num_classes=classes, skip_batches=skip, service_job=job)
 
     input_fn.data_section = section  # for error translation by the caller
     input_fn.mode = mode
@@ -83,19 +91,28 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
 
 def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str], *, batch_size: int,
                   input_context: Any = None, seed: int = 0, num_classes: int | None = None,
-                  check_first_record: bool = True, skip_batches: int = 0) -> tf.data.Dataset:
+                  check_first_record: bool = True, skip_batches: int = 0,
+                  service_job: str | None = None) -> tf.data.Dataset:
     """The dataset `input_fn` returns (see module docstring); `section` must be resolved.
 
     Train mode: the stream of batches is a function of `seed` alone, and starts after its
     first `skip_batches` batches (a resumed training), skipped before decoding.
+
+    With `service_job` and `data.service` (`make_input_fn` names a job for training only)
+    the pipeline is built here and run on the tf.data service's workers as that job: the
+    service, not the input context, splits the data between training processes; with
+    `data.service_sharding: off` every worker runs it whole, so its window shuffle draws
+    its seeds at run time (each worker its own order).
     """
     train = mode == "train"
+    service = section.get("service") if service_job else None
+    unseeded = bool(service) and section.get("service_sharding") == "off"
     files = list_files(pattern)
     _check_not_empty(files, pattern)
     if check_first_record and tf.executing_eagerly():  # traced for parameter-server workers: checked at the probe
         check_first(section, files, mode)
     record_shard = None
-    if input_context is not None and input_context.num_input_pipelines > 1:
+    if input_context is not None and input_context.num_input_pipelines > 1 and not service:
         n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) >= n:
             files = files[i::n]
@@ -136,45 +153,65 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     decoder = make_batch_decoder(section, mode, num_classes=num_classes,
                                  image_augment=None if cache_decoded else image_aug)
     shuffle_buffer = int(section["shuffle_buffer"])
-    static = _static_batch(batch_size) if train else None
-    if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
-        ds = decoder.batches(ds.rebatch(DECODE_BATCH), DECODE_BATCH, drop_remainder=False, batched=True)
-        ds = ds.unbatch().cache()
-        if train:
-            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-            if skip_batches:  # decoded already: skipping costs the shuffle only
-                ds = ds.skip(skip_batches * batch_size)
-        if image_aug is not None:
-            ds = ds.enumerate(start=skip_batches * batch_size).map(
-                lambda i, element: ({**element[0], "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
-                                    element[1]),
-                num_parallel_calls=tf.data.AUTOTUNE)
-        ds = ds.batch(batch_size, drop_remainder=train)
-        if batch_aug is not None:
-            ds = ds.enumerate(start=skip_batches).map(
-                lambda i, element: static(*batch_aug(*element, position_seed(seed, i))),
-                num_parallel_calls=tf.data.AUTOTUNE)
-        elif static is not None:
-            ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-        if train:
-            ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, seed)
-            if skip_batches:  # batches of serialized records: skipped without parsing or decoding
-                ds = ds.skip(skip_batches)
+
+    def batched(ds, batch_size):
+        static = _static_batch(batch_size) if train else None
+        if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
+            ds = decoder.batches(ds.rebatch(DECODE_BATCH), DECODE_BATCH, drop_remainder=False, batched=True)
+            ds = ds.unbatch().cache()
+            if train:
+                ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+                if skip_batches:  # decoded already: skipping costs the shuffle only
+                    ds = ds.skip(skip_batches * batch_size)
+            if image_aug is not None:
+                ds = ds.enumerate(start=skip_batches * batch_size).map(
+                    lambda i, element: ({**element[0],
+                                         "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
+                                        element[1]),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+            ds = ds.batch(batch_size, drop_remainder=train)
+            if batch_aug is not None:
+                ds = ds.enumerate(start=skip_batches).map(
+                    lambda i, element: static(*batch_aug(*element, position_seed(seed, i))),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+            elif static is not None:
+                ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
-            ds = ds.rebatch(batch_size, drop_remainder=False)
-        ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
-                             seed=seed, first_batch=skip_batches)
-    if section.get("transpose_input"):
-        ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.prefetch(tf.data.AUTOTUNE)
+            if train:
+                ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, None if unseeded else seed)
+                if skip_batches:  # batches of serialized records: skipped without parsing or decoding
+                    ds = ds.skip(skip_batches)
+            else:
+                ds = ds.rebatch(batch_size, drop_remainder=False)
+            ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
+                                 seed=seed, first_batch=skip_batches)
+        return ds
+
     options = tf.data.Options()
     options.deterministic = bool(section["deterministic"])
     options.experimental_optimization.map_parallelization = True
+    if service:  # the split (module docstring of data.service): decoded, augmented batches of at most
+        # WIRE_BYTES from the workers, joined into training batches here
+        records, ds = ds, batched(ds, batch_size)
+        wire = data_service.wire_batch(ds.element_spec, batch_size)
+        if wire != batch_size:
+            ds = batched(records, wire)
+        ds = data_service.distribute(ds.with_options(options), address=service,
+                                     sharding=section.get("service_sharding") or "dynamic", job=service_job,
+                                     compression=section.get("service_compression") or "none")
+        if wire != batch_size:
+            ds = ds.rebatch(batch_size, drop_remainder=train)
+            if train:
+                ds = ds.map(_static_batch(batch_size))
+    else:
+        ds = batched(ds, batch_size)
+    if section.get("transpose_input"):
+        ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
 
 
-def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: int) -> tf.data.Dataset:
+def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: int | None) -> tf.data.Dataset:
     """Shuffled batches of serialized records from an endless stream of record chunks (1-D string tensors).
 
     Consecutive windows of `buffer` records (rounded up to a multiple of `batch_size`) are
@@ -182,12 +219,18 @@ def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: 
     is reproducible even with parallel calls) and cut into batches. Unlike a sliding
     `Dataset.shuffle` buffer, whose per-record work runs on the single input thread, the
     permutation is one vectorised op per window in a parallel map: measured 2.5x the
-    records/s of `shuffle(1024)` on 28x28 records (benchmarks/input_results.md).
+    records/s of `shuffle(1024)` on 28x28 records (benchmarks/input_results.md). `seed=None`
+    draws each window's seed when it runs, so copies of the pipeline (tf.data service
+    workers with sharding off) each produce their own order.
     """
     window = max(1, -(-int(buffer) // batch_size)) * batch_size
-    seed_t = tf.constant(int(seed), tf.int64)
 
     def permute(index, block):
+        if seed is None:  # op seeds 0, 0: random at run time, not fixed when the graph is built
+            seed_t = tf.raw_ops.RandomUniformInt(shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
+                                                 maxval=tf.constant(2**62, tf.int64), seed=0, seed2=0)
+        else:
+            seed_t = tf.constant(int(seed), tf.int64)
         return tf.random.experimental.stateless_shuffle(block, seed=tf.stack([seed_t, index]))
 
     ds = chunks.rebatch(window, drop_remainder=True).enumerate()

@@ -24,11 +24,12 @@ def job_flags(cfg: JobConfig) -> dict:
     """The run's flags: ``model``, the params, ``train.*``/``eval.*`` batch sizes and step
     counts, ``run.precision``, and other overridden fields with their typed, resolved value."""
     flags = {"model": cfg.model, **cfg.params}
-    for section in ("train", "eval"):
+    for section, view in (("train", cfg.train), ("eval", cfg.eval)):
         for key in ("batch_size", "max_steps", "steps", "iterations_per_loop"):
-            if cfg.raw[section].get(key) is not None:
-                flags[f"{section}.{key}"] = cfg.raw[section][key]
-    flags["run.precision"] = cfg.raw["run"]["precision"]
+            value = getattr(view, key, None)  # eval has no iterations_per_loop
+            if value is not None:
+                flags[f"{section}.{key}"] = value
+    flags["run.precision"] = cfg.run.precision
     # Other overridden fields join the flags with their typed, resolved value; params are
     # already there under their own names.
     for item in cfg.overrides:
@@ -46,12 +47,12 @@ def job_flags(cfg: JobConfig) -> dict:
 def planned_evals(cfg: JobConfig) -> int | None:
     """The number of metric rows the job will write: one per evaluation, or one per training
     loop without evaluation data; None without `train.max_steps`."""
-    max_steps = cfg.raw["train"]["max_steps"]
-    every = cfg.raw["eval"]["every_n_steps"]
+    max_steps = cfg.train.max_steps
+    every = cfg.eval.every_n_steps
     if not max_steps:
         return None
-    if not cfg.raw["data"].get("eval") and "manifest" not in cfg.raw["data"]:
-        return max(1, -(-max_steps // cfg.raw["train"]["iterations_per_loop"]))
+    if not cfg.data.eval and cfg.data.manifest is None:
+        return max(1, -(-max_steps // cfg.train.iterations_per_loop))
     return -(-max_steps // every) if every else 1
 
 

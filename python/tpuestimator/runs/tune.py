@@ -105,7 +105,7 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
     overrides = list(overrides)
     combos = sample_grid(flag_grid(flags), sample, rng)
     base = load_config(config, overrides) if not hasattr(config, "raw") else config
-    runs_dir = runs_dir or base.raw["run"]["runs_dir"] or "runs"
+    runs_dir = runs_dir or base.run.runs_dir or "runs"
     stamp = format_run_name(_dt.datetime.now(tz=_dt.timezone.utc).timestamp())
     results, last_error = [], None
     for i, combo in enumerate(combos, start=1):
