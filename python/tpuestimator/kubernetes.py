@@ -75,7 +75,7 @@ def manifest_yaml(shape: ClusterShape, *, config_path: str, image: str, name: st
     import yaml
 
     cfg = task_config(config_path, train_args)  # a bad config fails here, not in the pods
-    shape.check_strategy(cfg.raw["run"]["strategy"])
+    shape.check_strategy(cfg.run.strategy)
     with open(config_path, encoding="utf-8") as f:
         text = f.read()
     name = name or cfg.raw.get("name") or os.path.splitext(os.path.basename(config_path))[0]

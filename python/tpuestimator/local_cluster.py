@@ -277,7 +277,7 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
     if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
         raise ConfigError("--restarts", restarts, "a whole number of whole-cluster restarts, 0 or more")
     train_args = [str(a) for a in train_args]
-    shape.check_strategy(task_config(config, train_args).raw["run"]["strategy"])  # fails before any process starts
+    shape.check_strategy(task_config(config, train_args).run.strategy)  # fails before any process starts
     if on_line is None:
         def on_line(task: Task, line: str) -> None:
             logger.info("[%s] %s", task.name, line)

@@ -89,13 +89,12 @@ def run_sidecar_evaluator(config, *, model_dir: str | None = None, runs_dir: str
 
     options = options or SidecarOptions()
     cfg = config if isinstance(config, JobConfig) else load_config(config)
-    raw = cfg.raw
-    if raw["run"]["strategy"] in ("multi_worker", "parameter_server"):
+    if cfg.run.strategy in ("multi_worker", "parameter_server"):
         # The evaluator is no member of the training cluster: it evaluates on its own devices.
         cfg = load_config(cfg.to_dict(), ["run.strategy=auto"])
-    model_dir = model_dir or raw["run"]["model_dir"] or cfg.model_dir
-    runs_dir = runs_dir or raw["run"]["runs_dir"]
-    max_steps = raw["train"]["max_steps"]
+    model_dir = model_dir or cfg.run.model_dir or cfg.model_dir
+    runs_dir = runs_dir or cfg.run.runs_dir
+    max_steps = cfg.train.max_steps
     estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
     eval_fn = input_fn_for(cfg, "eval")
     task = tf_config_task() or {"type": "evaluator", "index": 0}
@@ -128,7 +127,7 @@ def run_sidecar_evaluator(config, *, model_dir: str | None = None, runs_dir: str
         last_new = time.monotonic()
         for path in todo:
             evaluated.add(path)
-            metrics = estimator.evaluate(eval_fn, steps=raw["eval"]["steps"], checkpoint_path=path)
+            metrics = estimator.evaluate(eval_fn, steps=cfg.eval.steps, checkpoint_path=path)
             step = _checkpoint_step(path)
             record["evaluations"].append({"step": step, "checkpoint": os.path.basename(path),
                                           **{k: v for k, v in metrics.items() if k != "global_step"}})
