@@ -45,14 +45,16 @@ def save(state, *, asynchronous: bool) -> str:
     """Saves a checkpoint at the current global step; returns its path."""
     import tensorflow as tf
 
-    if not asynchronous:
-        path = state.manager.save(checkpoint_number=state.global_step)
-    else:
-        # The write runs in a background thread; the `checkpoint` file (latest_checkpoint)
-        # names the new checkpoint once it is complete. The next save waits for it.
-        options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
-        with keras_async_checkpoint_fix():
-            path = state.manager.save(checkpoint_number=state.global_step, options=options)
+    step = int(state.step)
+    with _on_disk_full(state, step):
+        if not asynchronous:
+            path = state.manager.save(checkpoint_number=step)
+        else:
+            # The write runs in a background thread; the `checkpoint` file (latest_checkpoint)
+            # names the new checkpoint once it is complete. The next save waits for it.
+            options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+            with keras_async_checkpoint_fix():
+                path = state.manager.save(checkpoint_number=step, options=options)
     logger.info("saved checkpoint %s", path)
     return path
 
@@ -61,7 +63,55 @@ def sync(state, *, asynchronous: bool) -> None:
     """Waits for an asynchronous checkpoint write to finish (no-op otherwise)."""
     wait = getattr(state.checkpoint, "sync", None) if state is not None else None
     if asynchronous and callable(wait):
-        wait()
+        with _on_disk_full(state, int(state.step)):
+            wait()
+
+
+def remove_partial_checkpoint(directory: str, step: int, complete: list[str]) -> list[str]:
+    """Deletes what a failed save at `step` left in `directory` (TensorFlow's `<prefix>_temp/`
+    folder and any `<prefix>.index`/`.data-*` file not in `complete`); returns the removed paths."""
+    import glob
+    import shutil
+
+    removed = []
+    keep = {os.path.abspath(p) for p in complete}
+    for path in glob.glob(os.path.join(glob.escape(directory), f"*-{step}_temp")):
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    for path in glob.glob(os.path.join(glob.escape(directory), f"*-{step}.*")):
+        prefix = path.rsplit(".", 2)[0] if ".data-" in path else path.rsplit(".", 1)[0]
+        if os.path.abspath(prefix) not in keep and (path.endswith(".index") or ".data-" in path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def _on_disk_full(state, step: int):
+    """A full disk during a save: the partial checkpoint removed, one `DiskFullError` naming the
+    folder, the free space and the last complete checkpoint (which stays loadable)."""
+    from tpuestimator.diskspace import disk_full_error, is_disk_full
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        directory = state.manager.directory
+        complete = list(state.manager.checkpoints)
+        remove_partial_checkpoint(directory, step, complete)
+        last = state.manager.latest_checkpoint
+        if last and os.path.basename(last).endswith(f"-{step}"):
+            last = complete[-2] if len(complete) > 1 else None
+        kept = (f"The checkpoint of step {step} was not written and its partial files were removed; the last "
+                f"complete checkpoint, {last}, is intact and a rerun resumes from it." if last else
+                f"The checkpoint of step {step} was not written and its partial files were removed; there is no "
+                "earlier checkpoint, so a rerun starts from step 0.")
+        raise disk_full_error(directory, f"checkpoint of step {step}", kept=kept,
+                              fix="Free some space there (or set run.model_dir / --model-dir to a larger disk) "
+                                  "and run the same command again.",
+                              last_good_checkpoint=last) from exc
 
 
 @contextlib.contextmanager

@@ -17,6 +17,9 @@ from tpuestimator import __version__
 # so a bare `pip install tpuestimator` leaves no half-made run behind.
 WITHOUT_TENSORFLOW = ("example", "runs")
 TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
+# Exit codes: 0 done, 1 a run-time failure, 2 bad input (config, data, flags), 3 a full disk
+# (the message says what was saved), 130 interrupted.
+EXIT_DISK_FULL = 3
 COMMAND_MODULES = ("train", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if type(exc).__name__ == "DiskFullError":
+            return EXIT_DISK_FULL
         return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,6 +18,8 @@ from tpuestimator import data
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
+from tpuestimator.diskspace import disk_full_error, is_disk_full, translate_disk_full
+from tpuestimator.errors import DiskFullError
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
@@ -45,6 +48,8 @@ __all__ = [
     "resolve_model_dir",
     "run_job",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -102,29 +107,61 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
     raw = cfg.raw
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
-    os.makedirs(model_dir, exist_ok=True)
-    dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    with translate_disk_full(model_dir, "model dir's config.yaml", kept="Nothing was trained."):
+        os.makedirs(model_dir, exist_ok=True)
+        dump_config(cfg, os.path.join(model_dir, "config.yaml"))
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
                       planned_evals=planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
-        if run_dir:
-            recorder = RunRecorder.attach(run_dir, **common)
-        else:
-            recorder = RunRecorder.create(runs_dir or raw["run"]["runs_dir"] or "runs", **common)
+        runs_dir = run_dir or runs_dir or raw["run"]["runs_dir"] or "runs"
+        with translate_disk_full(runs_dir, "run record", kept="Nothing was trained."):
+            recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         try:
             result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
         except BaseException as exc:
+            error = exc
+            if is_disk_full(exc) and not isinstance(exc, DiskFullError):  # e.g. a run-record or summary write
+                where = getattr(exc, "filename", None) or (recorder.run_dir if recorder else model_dir)
+                error = disk_full_error(where, "training's files", kept=(
+                    f"Training stopped; the last complete checkpoint in {model_dir} is intact and a rerun "
+                    "resumes from it."))
             if recorder is not None:
-                add_nonfinite_report(recorder, exc)
-                recorder.fail(exc)
+                _fail_record(recorder, error)
+            if error is not exc:
+                raise error from exc
             raise
     if recorder is not None:
-        recorder.complete()
+        with _record_disk_full(recorder, result):
+            recorder.complete()
     return result
+
+
+def _fail_record(recorder, exc: BaseException) -> None:
+    """Marks the run failed; on a full runs folder the original error wins (the record stays
+    `completed=FALSE`, the state it was created with)."""
+    try:
+        add_nonfinite_report(recorder, exc)
+        recorder.fail(exc)
+    except Exception as record_exc:
+        if not is_disk_full(record_exc):
+            raise
+        logger.warning("could not mark the run %s failed: its disk is full", recorder.run_dir)
+
+
+def _record_disk_full(recorder, result: JobResult):
+    """A full runs folder after training: the training's results are kept and the one error
+    says what was saved (checkpoints, exports) and what was not (the run record)."""
+    saved = {"checkpoints": result.model_dir, **{f"export_{k}": v for k, v in result.exports.items()}}
+    kept = (f"Training finished at global step {result.global_step} and its results are saved: checkpoints in "
+            f"{result.model_dir}" + "".join(f", the {k} export in {v}" for k, v in result.exports.items())
+            + f". The run record {recorder.run_dir} is incomplete (completed=FALSE).")
+    return translate_disk_full(recorder.run_dir, "run record", kept=kept, saved=saved,
+                               fix="Free some space in the runs folder (or pass --runs-dir on a larger disk); "
+                                   "there is no need to train again.")
 
 
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
@@ -181,23 +218,31 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
+    result = JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
+                       metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
+                       config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
     if recorder is not None:
-        spec = estimator.spec
-        opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
-        recorder.set_properties(
-            model=model_summary(spec.model), optimizer=type(opt).__name__,
-            loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
-            global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
-            **estimator.device_info.as_properties(),
-            **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
-            **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
-        samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
-        if samples:
-            recorder.set_properties(samples=samples)
-        if outcome.metrics:
-            recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
-        if export_dir:
-            recorder.add_artifact(export_dir, "export")
-    return JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
-                     metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
-                     config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
+        with _record_disk_full(recorder, result):
+            _record_results(recorder, cfg, estimator, outcome, export_dir)
+    return result
+
+
+def _record_results(recorder, cfg, estimator, outcome, export_dir) -> None:
+    """The trained run's properties, final evaluation and export copy in its run record."""
+    section = cfg.section("data")
+    spec = estimator.spec
+    opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
+    recorder.set_properties(
+        model=model_summary(spec.model), optimizer=type(opt).__name__,
+        loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
+        global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
+        **estimator.device_info.as_properties(),
+        **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
+        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
+    samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
+    if samples:
+        recorder.set_properties(samples=samples)
+    if outcome.metrics:
+        recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
+    if export_dir:
+        recorder.add_artifact(export_dir, "export")
