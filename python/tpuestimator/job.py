@@ -8,6 +8,7 @@ model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -26,6 +27,7 @@ from tpuestimator.hooks.hparams import HParamsHook
 from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
 from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
@@ -106,6 +108,10 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     cfg = _as_config(config, overrides)
     model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
     raw = cfg.raw
+    # Up front, before anything is written: the model function's import, batch sizes that split
+    # over the replicas, labels in range (preflight.py).
+    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    check_job(cfg, estimator, has_eval=_has_eval(cfg))
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
     with translate_disk_full(model_dir, "model dir's config.yaml", kept="Nothing was trained."):
         os.makedirs(model_dir, exist_ok=True)
@@ -121,7 +127,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         try:
-            result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export)
+            result = _train(cfg, estimator, recorder, hooks, progress, export)
         except BaseException as exc:
             error = exc
             if is_disk_full(exc) and not isinstance(exc, DiskFullError):  # e.g. a run-record or summary write
@@ -184,13 +190,17 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     return job_hooks
 
 
-def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobResult:
+def _has_eval(cfg: JobConfig) -> bool:
+    section = cfg.section("data")
+    return bool(section.get("eval")) or "manifest" in section
+
+
+def _train(cfg, estimator, recorder, hooks, progress, export) -> JobResult:
     raw = cfg.raw
     section = cfg.section("data")
-    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
-    has_eval = bool(section.get("eval")) or "manifest" in section
-    eval_fn = input_fn_for(cfg, "eval") if has_eval else None
+    eval_fn = input_fn_for(cfg, "eval") if _has_eval(cfg) else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
     export_base = exp["dir"] or os.path.join(model_dir, "export")
@@ -203,8 +213,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export) -> JobRe
     if raw["train"]["steps"] is not None:
         max_steps = estimator.global_step + raw["train"]["steps"]
 
-    with data.translate_errors(section, "train"), numerics.check_numerics(raw["debug"]["check_numerics"]), \
-            numerics.translate_errors(estimator):
+    num_classes = estimator.params.get("num_classes")
+    # an input error names its file and record, in the train data or (at an evaluation) the eval data
+    with data.translate_errors(section, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
+            data.translate_errors(section, "train", num_classes=num_classes), \
+            numerics.check_numerics(raw["debug"]["check_numerics"]), numerics.translate_errors(estimator):
         outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
                                      eval_spec)
     for hook in job_hooks:

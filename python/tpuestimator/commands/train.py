@@ -35,8 +35,10 @@ def run(args) -> int:
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
     from tpuestimator.job import run_job
+    from tpuestimator.models import resolve_model_fn
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
+    resolve_model_fn(cfg.model)  # so does a model function that cannot be imported
     bar = ProgressBarHook(cfg.raw["train"]["max_steps"])
     if sys.stderr.isatty():
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.

@@ -7,6 +7,8 @@ prediction from raw files (`tpuestimator.serving.predict`); imports neither of t
 from __future__ import annotations
 
 import logging
+import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -222,7 +224,13 @@ def decode_image_files(paths: list[str], image: Mapping[str, Any]):
     scale = image.get("scale", "unit")
     out = []
     for p in paths:
-        img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
+        try:
+            img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
+        except tf.errors.InvalidArgumentError as exc:  # empty, truncated or not an image at all
+            detail = "the file is empty" if os.path.getsize(p) == 0 else \
+                re.sub(r"\{\{[^}]*\}\}\s*", "", exc.message).split(" [Op:")[0].strip().rstrip(".")
+            raise DataError(f"{p}: cannot be decoded as an image ({detail}). Pass JPEG, PNG, GIF, BMP or WebP "
+                            "files, or re-save this one.", path=p) from None
         img = tf.image.resize(tf.image.convert_image_dtype(img, tf.float32), [h, w])
         out.append(scale_pixels(img, scale).numpy())
     return np.stack(out)
