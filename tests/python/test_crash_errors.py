@@ -1,0 +1,268 @@
+"""Errors that used to arrive late or as tracebacks (issue 13, failures 5 and 6), on the digits example.
+
+- checked up front, before anything is written: a model function that cannot be imported (before
+  TensorFlow even starts), batch sizes that do not split over 8 replicas, labels out of range in
+  the eval (or train) data;
+- found at run time and named: an eval label out of range past the up-front scan's size limit,
+  `evaluate --data` / `predict` on a truncated TFRecord, `predict` on an empty or broken PNG;
+- a full disk (a real 3 MB tmpfs in a user namespace: `unshare -rm`): one DiskFullError,
+  the last good checkpoint intact and loadable, no temp leftovers; a runs folder that fills
+  after training keeps the trained checkpoints and exports and says so.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from tpuestimator.errors import ConfigError, DataError, DiskFullError
+
+REPO = Path(__file__).resolve().parents[2]
+DIGITS = REPO / "python" / "tpuestimator" / "examples" / "digits"
+TINY = ["--set", "train.iterations_per_loop=10", "--set", "train.save_checkpoints_steps=10",
+        "--set", "eval.every_n_steps=10"]
+
+
+def _digits(tmp: Path) -> Path:
+    shutil.copytree(DIGITS, tmp / "digits")
+    return tmp / "digits" / "digits.yaml"
+
+
+def _write_bad_labels(src: Path, dest: Path, index: int, label: int) -> None:
+    records = list(tf.data.TFRecordDataset(str(src)).as_numpy_iterator())
+    example = tf.train.Example.FromString(records[index])
+    example.features.feature["label"].int64_list.value[:] = [label]
+    records[index] = example.SerializeToString()
+    with tf.io.TFRecordWriter(str(dest)) as writer:
+        for record in records:
+            writer.write(record)
+
+
+def _cli(args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tpuestimator", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _one_clear_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    err = proc.stderr
+    assert proc.returncode == code, proc.stdout[-2000:] + err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ---------------------------------------------------------------- up front, nothing written
+def test_unimportable_model_fails_before_tensorflow_starts_and_writes_nothing(tmp_path, python_env):
+    config = _digits(tmp_path)
+    script = ("import sys; from tpuestimator.cli import main; rc = main(sys.argv[1:]); "
+              "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'; sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", script, "train", str(config), "--set", "model=nosuchmodule:build",
+                           "--runs-dir", "runs", "--model-dir", "m"], env=python_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    _one_clear_error(proc, 2, "`model`", "nosuchmodule:build", "cnn, image_classifier, linear, mlp", "PYTHONPATH")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "m").exists()
+
+
+def test_model_module_without_the_function_lists_what_it_defines(tmp_path, monkeypatch):
+    from tpuestimator.models import resolve_model_fn
+
+    (tmp_path / "mymodels.py").write_text("def build(params):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"a function `buld` defined in module `mymodels` \(it defines: build\)"):
+        resolve_model_fn("mymodels:buld")
+    (tmp_path / "brokenmodels.py").write_text("import nosuchdependency\n")
+    with pytest.raises(ConfigError, match="importing it failed: No module named 'nosuchdependency'"):
+        resolve_model_fn("brokenmodels:build")
+
+
+@pytest.mark.parametrize("field,value", [("train.batch_size", 60), ("eval.batch_size", 36)])
+def test_batch_not_divisible_by_8_replicas_fails_before_anything_is_written(tmp_path, field, value):
+    from tpuestimator.job import run_job
+
+    config = _digits(tmp_path)
+    overrides = ["run.strategy=mirrored", "run.num_cpu_devices=8", f"{field}={value}"]
+    with pytest.raises(ConfigError, match=rf"`{field}` is invalid.*a multiple of the replica count \(8, mirrored\)"):
+        run_job(str(config), overrides=overrides, model_dir=str(tmp_path / "m"), runs_dir=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "m").exists()
+
+
+def test_eval_label_out_of_range_fails_before_training_naming_file_and_record(tmp_path):
+    from tpuestimator.job import run_job
+
+    config = _digits(tmp_path)
+    _write_bad_labels(DIGITS / "eval.tfrecord", tmp_path / "digits" / "badeval.tfrecord", 7, 12)
+    with pytest.raises(DataError, match=r"badeval.tfrecord: record 7 has a label out of range: label=12; labels "
+                                        r"must lie in \[0, 10\).*Nothing was trained") as info:
+        run_job(str(config), overrides=["data.eval=badeval.tfrecord"], model_dir=str(tmp_path / "m"),
+                runs_dir=str(tmp_path / "runs"))
+    assert (info.value.record, info.value.feature) == (7, "label")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_eval_label_error_past_the_scan_limit_names_file_and_record(tmp_path, monkeypatch):
+    """Eval data too large for the up-front scan: the first evaluation's error still names the record."""
+    from tpuestimator.data import labels
+    from tpuestimator.job import run_job
+
+    config = _digits(tmp_path)
+    _write_bad_labels(DIGITS / "eval.tfrecord", tmp_path / "digits" / "badeval.tfrecord", 7, 12)
+    monkeypatch.setattr(labels, "MAX_SCAN_BYTES", 0)
+    with pytest.raises(DataError, match="badeval.tfrecord: record 7 has a label out of range") as info:
+        run_job(str(config), overrides=["data.eval=badeval.tfrecord", "train.max_steps=10",
+                                        "train.iterations_per_loop=10", "train.save_checkpoints_steps=10",
+                                        "eval.every_n_steps=10"],
+                model_dir=str(tmp_path / "m"), runs_dir=str(tmp_path / "runs"))
+    assert (info.value.record, info.value.feature) == (7, "label")
+    assert info.value.path.endswith("badeval.tfrecord")
+
+
+# ---------------------------------------------------------------- evaluate / predict on bad files
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from tpuestimator.job import run_job
+
+    work = tmp_path_factory.mktemp("trained")
+    config = _digits(work)
+    result = run_job(str(config), overrides=["train.max_steps=10", "train.iterations_per_loop=10",
+                                             "train.save_checkpoints_steps=10", "eval.every_n_steps=10",
+                                             "export.exporters=[final]"],
+                     model_dir=str(work / "m"), record=False)
+    data = (DIGITS / "eval.tfrecord").read_bytes()
+    (work / "trunc.tfrecord").write_bytes(data[:20000])
+    (work / "empty.png").write_bytes(b"")
+    (work / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    return work, result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["evaluate_truncated", "predict_truncated", "predict_empty_png",
+                                  "predict_broken_png"])
+def test_bad_files_give_one_data_error_exit_2(trained, python_env, case):
+    work, result = trained
+    args, needles = {
+        "evaluate_truncated": (["evaluate", "m", "--data", "trunc.tfrecord"],
+                               ["trunc.tfrecord: record 170 is corrupt or truncated"]),
+        "predict_truncated": (["predict", result.export_dir, "trunc.tfrecord"],
+                              ["trunc.tfrecord: record 170 is corrupt or truncated"]),
+        "predict_empty_png": (["predict", result.export_dir, "empty.png"],
+                              ["empty.png: cannot be decoded as an image (the file is empty)"]),
+        "predict_broken_png": (["predict", result.export_dir, "broken.png"],
+                               ["broken.png: cannot be decoded as an image (Invalid PNG"]),
+    }[case]
+    _one_clear_error(_cli(args, python_env, work), 2, *needles)
+
+
+# ---------------------------------------------------------------- full disk
+def test_disk_full_is_recognised_in_its_three_forms():
+    from tpuestimator.diskspace import is_disk_full
+
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(shutil.Error([("a", "b", "[Errno 28] No space left on device")]))
+    assert is_disk_full(tf.errors.ResourceExhaustedError(None, None, "ckpt_temp/part; No space left on device"))
+    assert not is_disk_full(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"))
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+
+
+def test_partial_checkpoint_files_are_removed_and_complete_ones_kept(tmp_path):
+    from tpuestimator.checkpointing import remove_partial_checkpoint
+
+    for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-150.index"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "ckpt-150_temp").mkdir()
+    (tmp_path / "ckpt-150_temp" / "part-00000.tempstate1").write_text("x")
+    removed = remove_partial_checkpoint(str(tmp_path), 150, [str(tmp_path / "ckpt-100")])
+    assert sorted(Path(p).name for p in removed) == ["ckpt-150.index", "ckpt-150_temp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-100.data-00000-of-00001", "ckpt-100.index"]
+
+
+def _unshare_works() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /tmp"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+needs_tmpfs = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (an unprivileged user and "
+                                 "mount namespace) to mount a tiny tmpfs: a real full disk without root")
+
+
+def _on_tiny_disk(tmp_path: Path, env: dict, command: str, *, filler_bytes: int = 0) -> subprocess.CompletedProcess:
+    """Runs `command` (bash, in tmp_path) with tmp_path/tiny a 3 MB tmpfs; copies it to tmp_path/after."""
+    (tmp_path / "tiny").mkdir()
+    script = (f"set -u; mount -t tmpfs -o size=3m tmpfs tiny || exit 99; "
+              f"head -c {filler_bytes} /dev/zero > tiny/filler; {command}; rc=$?; "
+              "rm -f tiny/filler; cp -a tiny after; exit $rc")
+    return subprocess.run(["unshare", "-rm", "bash", "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=400)
+
+
+def _leftovers(root: Path) -> list[str]:
+    return [str(p.relative_to(root)) for p in root.rglob("*")
+            if p.name.endswith((".tmp", "_temp")) or ".tmp." in p.name or "tempstate" in p.name]
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env):
+    config = _digits(tmp_path)
+    cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
+        ["--set train.max_steps=300", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
+         "--set eval.every_n_steps=100"])
+    proc = _on_tiny_disk(tmp_path, python_env, cli)
+    line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m", "KiB free there",
+                            "the last complete checkpoint, tiny/m/ckpt-", "is intact", "run the same command again")
+    model_dir = tmp_path / "after" / "m"
+    assert _leftovers(model_dir) == []
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    assert latest and os.path.basename(latest) in line
+    reader = tf.train.load_checkpoint(latest)  # loadable, with the model's weights and the step
+    step_key = next(k for k in reader.get_variable_to_shape_map() if k.startswith("step/"))
+    assert f"ckpt-{reader.get_tensor(step_key)}" == os.path.basename(latest)
+    run = next((tmp_path / "runs").iterdir())
+    assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
+    assert "DiskFullError" in json.loads((run / "tfruns.d" / "error.json").read_text())["message"]
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, python_env):
+    config = _digits(tmp_path)
+    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
+           "--set train.max_steps=100 --set train.iterations_per_loop=50 --set train.save_checkpoints_steps=50 "
+           "--set eval.every_n_steps=100")
+    # ~290 KB left: the run record starts, the export's copy (about 430 KB) does not fit
+    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 290 * 1024)
+    _one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
+                     "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
+                     "no need to train again")
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-100")
+    assert (tmp_path / "m" / "export" / "final" / "100" / "saved_model.pb").exists()
+    assert (tmp_path / "m" / "export" / "final" / "100" / "assets.extra" / "tpuestimator.json").exists()
+    assert _leftovers(tmp_path / "after") == [] and _leftovers(tmp_path / "m") == []
+    run = next((tmp_path / "after" / "runs").iterdir())
+    assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
+
+
+def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
+    from tpuestimator.diskspace import translate_disk_full
+
+    with pytest.raises(DiskFullError) as info:
+        with translate_disk_full(tmp_path / "export", "SavedModel export", kept="The partial export was removed."):
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "export" / "x"))
+    err = info.value
+    assert err.path == str(tmp_path / "export") and err.what == "SavedModel export" and err.free_bytes > 0
+    assert str(err).startswith(f"No space left on the disk holding {tmp_path / 'export'} while writing the "
+                               "SavedModel export (")
+    assert "The partial export was removed. Free some space there" in str(err)
