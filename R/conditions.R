@@ -7,12 +7,13 @@ python_error_classes <- c(
   NonFiniteError = "tpuestimator_nonfinite_error",
   TPUUnavailableError = "tpuestimator_tpu_error",
   ModelFnError = "tpuestimator_model_fn_error",
-  CompatibilityError = "tpuestimator_compatibility_error"
+  CompatibilityError = "tpuestimator_compatibility_error",
+  DiskFullError = "tpuestimator_disk_full_error"
 )
 
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
-                         "step", "what", "last_good_checkpoint", "report_path")
+                         "step", "what", "last_good_checkpoint", "report_path", "free_bytes")
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -26,13 +27,15 @@ python_error_fields <- c("field", "value", "allowed", "source", "path", "record"
 #' | `NonFiniteError` | `tpuestimator_nonfinite_error`, `tpuestimator_error`, ... |
 #' | `TPUUnavailableError` | `tpuestimator_tpu_error`, `tpuestimator_error`, ... |
 #' | `ModelFnError` | `tpuestimator_model_fn_error`, `tpuestimator_error`, ... |
+#' | `DiskFullError` | `tpuestimator_disk_full_error`, `tpuestimator_error`, ... |
 #' | any other exception | `tpuestimator_python_error`, `tpuestimator_error`, ... |
 #'
 #' The message is the Python one, starting with the Python type
 #' (`"ConfigError: ..."`). The condition also carries `python_type`,
 #' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
-#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors.
+#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `path`, `what`,
+#' `free_bytes`, `last_good_checkpoint` for a full disk.
 #'
 #' An error raised by an R model function, hook or progress callback while Python
 #' is calling it comes back as a `tpuestimator_callback_error` (also a
