@@ -67,30 +67,43 @@ def sync(state, *, asynchronous: bool) -> None:
             wait()
 
 
-def remove_partial_checkpoint(directory: str, step: int, complete: list[str]) -> list[str]:
-    """Deletes what a failed save at `step` left in `directory` (TensorFlow's `<prefix>_temp/`
-    folder and any `<prefix>.index`/`.data-*` file not in `complete`); returns the removed paths."""
-    import glob
+def remove_partial_checkpoint(directory: str, last_complete_step: int | None) -> list[str]:
+    """Deletes what failed saves left in `directory`: TensorFlow's `<prefix>-N_temp/` folders
+    (only ever partial) and `<prefix>-N.index` / `.data-*` files newer than the last complete
+    checkpoint. Returns the removed paths."""
+    import re
     import shutil
 
     removed = []
-    keep = {os.path.abspath(p) for p in complete}
-    for path in glob.glob(os.path.join(glob.escape(directory), f"*-{step}_temp")):
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    for path in glob.glob(os.path.join(glob.escape(directory), f"*-{step}.*")):
-        prefix = path.rsplit(".", 2)[0] if ".data-" in path else path.rsplit(".", 1)[0]
-        if os.path.abspath(prefix) not in keep and (path.endswith(".index") or ".data-" in path):
+    last = -1 if last_complete_step is None else int(last_complete_step)
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        temp = re.fullmatch(r".+-\d+_temp", name)
+        newer = re.fullmatch(r".+-(\d+)\.(index|data-\d+-of-\d+)", name)
+        if temp and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif newer and int(newer.group(1)) > last:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            removed.append(path)
+        else:
+            continue
+        removed.append(path)
     return removed
 
 
 @contextlib.contextmanager
 def _on_disk_full(state, step: int):
     """A full disk during a save: the partial checkpoint removed, one `DiskFullError` naming the
-    folder, the free space and the last complete checkpoint (which stays loadable)."""
+    folder, the free space and the last complete checkpoint (which stays loadable).
+
+    The last complete checkpoint is the one TensorFlow's `checkpoint` file names: it is updated
+    only after a checkpoint is fully written (an asynchronous save reports its failure at the
+    next save or sync, for an earlier step than the current one).
+    """
+    import re
+
+    import tensorflow as tf
+
     from tpuestimator.diskspace import disk_full_error, is_disk_full
 
     try:
@@ -99,16 +112,15 @@ def _on_disk_full(state, step: int):
         if not is_disk_full(exc):
             raise
         directory = state.manager.directory
-        complete = list(state.manager.checkpoints)
-        remove_partial_checkpoint(directory, step, complete)
-        last = state.manager.latest_checkpoint
-        if last and os.path.basename(last).endswith(f"-{step}"):
-            last = complete[-2] if len(complete) > 1 else None
-        kept = (f"The checkpoint of step {step} was not written and its partial files were removed; the last "
-                f"complete checkpoint, {last}, is intact and a rerun resumes from it." if last else
-                f"The checkpoint of step {step} was not written and its partial files were removed; there is no "
-                "earlier checkpoint, so a rerun starts from step 0.")
-        raise disk_full_error(directory, f"checkpoint of step {step}", kept=kept,
+        last = tf.train.latest_checkpoint(directory)
+        last_step = int(re.search(r"-(\d+)$", last).group(1)) if last and re.search(r"-(\d+)$", last) else None
+        removed = remove_partial_checkpoint(directory, last_step)
+        failed = sorted({int(m.group(1)) for p in removed if (m := re.search(r"-(\d+)(_temp|\.)", os.path.basename(p)))})
+        what = f"checkpoint of step {failed[0] if failed else step}"
+        kept = ("Its partial files were removed; " + (
+            f"the last complete checkpoint, {last}, is intact and a rerun resumes from it." if last else
+            "there is no earlier checkpoint, so a rerun starts from step 0."))
+        raise disk_full_error(directory, what, kept=kept,
                               fix="Free some space there (or set run.model_dir / --model-dir to a larger disk) "
                                   "and run the same command again.",
                               last_good_checkpoint=last) from exc

@@ -177,13 +177,15 @@ def test_disk_full_is_recognised_in_its_three_forms():
 def test_partial_checkpoint_files_are_removed_and_complete_ones_kept(tmp_path):
     from tpuestimator.checkpointing import remove_partial_checkpoint
 
-    for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-150.index"):
+    for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-150.index", "config.yaml"):
         (tmp_path / name).write_text("x")
-    (tmp_path / "ckpt-150_temp").mkdir()
-    (tmp_path / "ckpt-150_temp" / "part-00000.tempstate1").write_text("x")
-    removed = remove_partial_checkpoint(str(tmp_path), 150, [str(tmp_path / "ckpt-100")])
-    assert sorted(Path(p).name for p in removed) == ["ckpt-150.index", "ckpt-150_temp"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-100.data-00000-of-00001", "ckpt-100.index"]
+    for temp in ("ckpt-150_temp", "ckpt-200_temp"):
+        (tmp_path / temp).mkdir()
+        (tmp_path / temp / "part-00000.tempstate1").write_text("x")
+    removed = remove_partial_checkpoint(str(tmp_path), 100)
+    assert sorted(Path(p).name for p in removed) == ["ckpt-150.index", "ckpt-150_temp", "ckpt-200_temp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-100.data-00000-of-00001", "ckpt-100.index",
+                                                          "config.yaml"]
 
 
 def _unshare_works() -> bool:
@@ -215,14 +217,18 @@ def _leftovers(root: Path) -> list[str]:
 
 @pytest.mark.slow
 @needs_tmpfs
-def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env):
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env, asynchronous):
+    """3 MB hold ckpt-50, ckpt-100 (about 1 MB each, Adam's slots included) and the best export of
+    step 100; the checkpoint of step 150 does not fit. An asynchronous save reports it one save later."""
     config = _digits(tmp_path)
     cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
-        ["--set train.max_steps=300", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
-         "--set eval.every_n_steps=100"])
+        ["--set train.max_steps=200", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
+         "--set eval.every_n_steps=100", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
     proc = _on_tiny_disk(tmp_path, python_env, cli)
-    line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m", "KiB free there",
-                            "the last complete checkpoint, tiny/m/ckpt-", "is intact", "run the same command again")
+    line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
+                            "step 150", "KiB free there", "Its partial files were removed",
+                            "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
     model_dir = tmp_path / "after" / "m"
     assert _leftovers(model_dir) == []
     latest = tf.train.latest_checkpoint(str(model_dir))
@@ -266,3 +272,18 @@ def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
     assert str(err).startswith(f"No space left on the disk holding {tmp_path / 'export'} while writing the "
                                "SavedModel export (")
     assert "The partial export was removed. Free some space there" in str(err)
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, python_env):
+    config = _digits(tmp_path)
+    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir m "
+           "--set export.dir=tiny/exp --set train.max_steps=50 --set train.iterations_per_loop=50 "
+           "--set train.save_checkpoints_steps=50 --set eval.every_n_steps=50")
+    # ~200 KB left: the SavedModel (about 430 KB) does not fit
+    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
+    _one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
+                     "export", "The partial export was removed; the checkpoints in m are unaffected")
+    assert [p.name for p in (tmp_path / "after" / "exp" / "best").iterdir()] == []
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-50")
