@@ -225,7 +225,16 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
     cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
         ["--set train.max_steps=200", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
          "--set eval.every_n_steps=100", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
-    proc = _on_tiny_disk(tmp_path, python_env, cli)
+    # then more space (the tmpfs remounted at 30 MB) and the same command: it resumes and finishes
+    rerun = "" if asynchronous else f"; cp -a tiny before; mount -o remount,size=30m tiny && {cli} > rerun.log 2>&1; " \
+                                    "echo $? > rerun.rc; (exit $rc)"
+    proc = _on_tiny_disk(tmp_path, python_env, f"{cli}; rc=$?{rerun}" if rerun else cli)
+    if not asynchronous:
+        assert (tmp_path / "rerun.rc").read_text().strip() == "0", (tmp_path / "rerun.log").read_text()[-3000:]
+        assert "restored tiny/m/ckpt-100 at global step 100" in (tmp_path / "rerun.log").read_text()
+        assert tf.train.latest_checkpoint(str(tmp_path / "after" / "m")).endswith("ckpt-200")
+        shutil.rmtree(tmp_path / "after")
+        (tmp_path / "before").rename(tmp_path / "after")
     line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
                             "step 150", "KiB free there", "Its partial files were removed",
                             "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
@@ -236,7 +245,7 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
     reader = tf.train.load_checkpoint(latest)  # loadable, with the model's weights and the step
     step_key = next(k for k in reader.get_variable_to_shape_map() if k.startswith("step/"))
     assert f"ckpt-{reader.get_tensor(step_key)}" == os.path.basename(latest)
-    run = next((tmp_path / "runs").iterdir())
+    run = sorted((tmp_path / "runs").iterdir())[0]  # the run that hit the full disk (then the rerun's)
     assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
     assert "DiskFullError" in json.loads((run / "tfruns.d" / "error.json").read_text())["message"]
 
