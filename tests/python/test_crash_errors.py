@@ -257,8 +257,8 @@ def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path,
     cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
            "--set train.max_steps=100 --set train.iterations_per_loop=50 --set train.save_checkpoints_steps=50 "
            "--set eval.every_n_steps=100")
-    # ~290 KB left: the run record starts, the export's copy (about 430 KB) does not fit
-    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 290 * 1024)
+    # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
+    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
     _one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
                      "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
                      "no need to train again")

@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 
 import tpuestimator.runs.naming as naming
+from tpuestimator.diskspace import is_disk_full
 from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from tpuestimator.runs.values import (
     EVAL_PREFIX,
@@ -592,7 +593,10 @@ class RunRecorder:
             return
         try:
             self.write_plots()
-        except Exception:  # a plot must never fail a run
+        except Exception as exc:  # a plot must never fail a run
+            if is_disk_full(exc):  # said once by the job's DiskFullError: no traceback here
+                logger.warning("Could not draw the metric plots of %s: its disk is full", self.run_dir)
+                return
             logger.warning("Could not draw the metric plots of %s", self.run_dir, exc_info=True)
 
     def complete(self, *, plots: bool = True) -> None:
