@@ -14,6 +14,8 @@ python_error_classes <- c(
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
                          "step", "what", "last_good_checkpoint", "report_path", "free_bytes")
+# Fields that can exceed R's integer range (read as doubles).
+python_error_big_ints <- "free_bytes"
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -116,6 +118,10 @@ python_condition <- function(e) {
         if (reticulate::py_has_attr(exc, name)) reticulate::py_to_r(reticulate::py_get_attr(exc, name)),
         error = function(err) NULL
       )
+      if (is.integer(value) && name %in% python_error_big_ints) {
+        # reticulate wraps a Python int over 2^31 into a negative R integer
+        value <- as.numeric(reticulate::py_str(reticulate::py_get_attr(exc, name)))
+      }
       if (!is.null(value)) {
         fields[[name]] <- if (inherits(value, "python.builtin.object")) {
           tryCatch(reticulate::py_str(value), error = function(err) NULL)
