@@ -8,12 +8,15 @@ python_error_classes <- c(
   TPUUnavailableError = "tpuestimator_tpu_error",
   ModelFnError = "tpuestimator_model_fn_error",
   CompatibilityError = "tpuestimator_compatibility_error",
+  ModelDirLockedError = "tpuestimator_model_dir_locked_error",
+  TrainingInterrupted = "tpuestimator_interrupted_error",
   DiskFullError = "tpuestimator_disk_full_error"
 )
 
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
-                         "step", "what", "last_good_checkpoint", "report_path", "free_bytes")
+                         "step", "what", "last_good_checkpoint", "report_path",
+                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint", "free_bytes")
 # Fields that can exceed R's integer range (read as doubles).
 python_error_big_ints <- "free_bytes"
 
@@ -29,6 +32,8 @@ python_error_big_ints <- "free_bytes"
 #' | `NonFiniteError` | `tpuestimator_nonfinite_error`, `tpuestimator_error`, ... |
 #' | `TPUUnavailableError` | `tpuestimator_tpu_error`, `tpuestimator_error`, ... |
 #' | `ModelFnError` | `tpuestimator_model_fn_error`, `tpuestimator_error`, ... |
+#' | `ModelDirLockedError` | `tpuestimator_model_dir_locked_error`, `tpuestimator_error`, ... |
+#' | `TrainingInterrupted` | `tpuestimator_interrupted_error`, `tpuestimator_error`, ... |
 #' | `DiskFullError` | `tpuestimator_disk_full_error`, `tpuestimator_error`, ... |
 #' | any other exception | `tpuestimator_python_error`, `tpuestimator_error`, ... |
 #'
@@ -36,8 +41,10 @@ python_error_big_ints <- "free_bytes"
 #' (`"ConfigError: ..."`). The condition also carries `python_type`,
 #' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
-#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `path`, `what`,
-#' `free_bytes`, `last_good_checkpoint` for a full disk.
+#' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `model_dir`,
+#' `lock_path` when another job holds the model dir; `signal_name`, `exit_code`,
+#' `step`, `checkpoint` for a training stopped by a signal; `path`, `what`, `free_bytes`,
+#' `last_good_checkpoint` for a full disk.
 #'
 #' An error raised by an R model function, hook or progress callback while Python
 #' is calling it comes back as a `tpuestimator_callback_error` (also a

@@ -167,7 +167,8 @@ predict.tpu_estimator <- function(object, newdata, ...) {
 #'
 #' @param object The model (a `tpu_estimator`).
 #' @param export_dir_base Folder to write the export into.
-#' @param ... Arguments for the method.
+#' @param ... Arguments for the method (for `tpu_estimator`: `quantize`,
+#'   `warmup`, passed to [tpu_export()]).
 #' @param format `"saved_model"` or `"tflite"`.
 #' @return The export's path, invisibly.
 #' @export
@@ -176,5 +177,5 @@ export_savedmodel <- function(object, export_dir_base, ...) UseMethod("export_sa
 #' @rdname export_savedmodel
 #' @export
 export_savedmodel.tpu_estimator <- function(object, export_dir_base, format = c("saved_model", "tflite"), ...) {
-  tpu_export(object$run %||% object$model_dir, export_dir_base, format = match.arg(format))
+  tpu_export(object$run %||% object$model_dir, export_dir_base, format = match.arg(format), ...)
 }

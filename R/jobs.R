@@ -30,16 +30,28 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
   arg_error(name, run, "a tpu_run (from tpu_train() or latest_run()), an ls_runs() row or a folder path")
 }
 
-#' Evaluate a trained model
+#' Evaluate a trained model or an export
 #'
 #' Evaluates the latest checkpoint of a run's model on its configured evaluation
-#' data, or on other TFRecord files (`tpuestimator.job.evaluate_job()`).
+#' data, or on other TFRecord files (`tpuestimator.job.evaluate_job()`). Given an
+#' export (a SavedModel folder written by tpuestimator: `saved_model.pb` and
+#' `assets.extra/tpuestimator.json`), evaluates the export offline
+#' (`tpuestimator.export_jobs.evaluate_export()`): accuracy, AUC (binary, or the
+#' one-vs-rest macro average), log-loss, the confusion matrix and a per-class
+#' table, recorded as a run (with the confusion matrix as a PNG).
 #'
 #' @param run A `tpu_run` (from [tpu_train()] or [latest_run()]), a row of
-#'   [ls_runs()], a run folder or a model folder.
+#'   [ls_runs()], a run folder, a model folder, or an export folder.
 #' @param data `NULL` (the configuration's `data.eval`), or a glob of TFRecord files
 #'   in the same format as the training data (see [tpu_write_tfrecords()]).
-#' @return A named list of metrics (`loss`, `accuracy`, ...).
+#' @param runs_dir For an export: where the evaluation's run record goes (`NULL`:
+#'   `runs`).
+#' @param record For an export: write a run record (`TRUE`).
+#' @return A named list of metrics (`loss`, `accuracy`, ...). For an export:
+#'   `accuracy`, `auc`, `log_loss`, `macro_precision`, `macro_recall`, `macro_f1`,
+#'   `num_examples`, `auc_per_class`, `per_class` (a data frame: `class_id`, `class`,
+#'   `precision`, `recall`, `f1`, `support`), `confusion_matrix` (a matrix, rows the
+#'   true classes, columns the predicted ones) and `run_dir`.
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
@@ -47,13 +59,50 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #'                    train.max_steps = 100L, verbose = FALSE,
 #'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
 #'   tpu_evaluate(run)
+#'   tpu_evaluate(run$export_dir, runs_dir = file.path(out, "runs"))$per_class
 #' }
 #' @export
-tpu_evaluate <- function(run, data = NULL) {
-  target <- run_target(run, "run")
+tpu_evaluate <- function(run, data = NULL, runs_dir = NULL, record = TRUE) {
   data <- as_nullable_data_pattern(data)
+  runs_dir <- as_nullable_path(runs_dir, "runs_dir")
+  record <- as_flag(record, "record")
+  if (is.character(run) && length(run) == 1L && !is.na(run) && is_export_dir(run)) {
+    res <- with_python(py_bridge()$evaluate_export(normalizePath(run), data_pattern = data,
+                                                   runs_dir = runs_dir, record = record))
+    return(export_evaluation(py_to_r_json(res, simplify = FALSE)))
+  }
+  target <- run_target(run, "run")
   res <- with_python(py_bridge()$evaluate_job(target, data_pattern = data))
   as.list(py_to_r_json(res))
+}
+
+is_export_dir <- function(path) {
+  file.exists(file.path(path, "saved_model.pb")) &&
+    file.exists(file.path(path, "assets.extra", "tpuestimator.json"))
+}
+
+# The offline evaluation's result (JSON read without simplification) -> metrics list.
+export_evaluation <- function(res) {
+  num <- function(x) if (is.null(x)) NA_real_ else as.numeric(x)
+  names_ <- unlist(res$class_names)
+  per_class <- data.frame(
+    class_id = vapply(res$per_class, function(r) as.integer(r$class_id), 1L),
+    class = vapply(res$per_class, function(r) as.character(r$class), ""),
+    precision = vapply(res$per_class, function(r) num(r$precision), 1),
+    recall = vapply(res$per_class, function(r) num(r$recall), 1),
+    f1 = vapply(res$per_class, function(r) num(r$f1), 1),
+    support = vapply(res$per_class, function(r) as.integer(r$support), 1L),
+    stringsAsFactors = FALSE
+  )
+  cm <- matrix(as.integer(unlist(res$confusion_matrix)), nrow = length(names_), byrow = TRUE,
+               dimnames = list(true = names_, predicted = names_))
+  out <- list(accuracy = num(res$accuracy), auc = num(res$auc), log_loss = num(res$log_loss),
+              macro_precision = num(res$macro_precision), macro_recall = num(res$macro_recall),
+              macro_f1 = num(res$macro_f1), num_examples = as.integer(res$num_examples),
+              auc_per_class = stats::setNames(vapply(res$auc_per_class, num, 1), names_),
+              per_class = per_class, confusion_matrix = cm)
+  if (!is.null(res$run_dir)) out$run_dir <- res$run_dir
+  out
 }
 
 as_nullable_data_pattern <- function(data) {
@@ -68,18 +117,26 @@ as_nullable_data_pattern <- function(data) {
 #' Predict with a trained or exported model
 #'
 #' Runs the exported SavedModel (or the latest export of a run) on new data
-#' (`tpuestimator.job.predict()`) and returns one row per example.
+#' (`tpuestimator.job.predict()`) and returns one row per example. TFRecord and
+#' image files (paths or glob patterns) are read in batches
+#' (`tpuestimator.export_jobs`): with `out`, the predictions go to a CSV or Parquet
+#' file batch by batch, so memory stays flat in the number of records.
 #'
 #' @param run_or_export A `tpu_run`, a row of [ls_runs()], a run folder, a model
 #'   folder or a SavedModel export folder.
 #' @param newdata The examples: a data frame (one column per feature), a matrix or
 #'   array whose first dimension indexes examples (for a model with a single input,
 #'   e.g. images `[n, height, width, channels]` or flattened `[n, height * width]`),
-#'   a named list of arrays, or a character vector of TFRecord file paths.
+#'   a named list of arrays, or a character vector of TFRecord or JPEG/PNG file
+#'   paths or glob patterns (`"data/eval-*.tfrecord"`).
+#' @param out `NULL`, or (files only) a `.csv` or `.parquet` file to write the
+#'   predictions to (written atomically; Parquet needs the Python package pyarrow).
+#' @param batch_size Records per batch when reading files.
 #' @return A data frame with one row per example: `class_id` (the predicted label
 #'   id, counted from 0 as in the data), `class` (its name, when the model has a
 #'   vocabulary), and one `prob_<class>` column per class (or the model's other
-#'   outputs).
+#'   outputs); from files, first `source` (the file) and `index` (the record's index
+#'   in it). With `out`: the file's path, invisibly.
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
@@ -88,18 +145,55 @@ as_nullable_data_pattern <- function(data) {
 #'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
 #'   images <- array(runif(2 * 8 * 8), dim = c(2, 8, 8, 1))   # [n, height, width, channels]
 #'   tpu_predict(run, images)
+#'   head(tpu_predict(run, file.path(out, "example", "eval.tfrecord")))
 #' }
 #' @export
-tpu_predict <- function(run_or_export, newdata) {
+tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) {
   target <- run_target(run_or_export, "run_or_export", prefer = "export_dir")
   if (missing(newdata) || is.null(newdata)) {
     arg_error("newdata", NULL, "a data frame, matrix, array, named list or TFRecord file paths")
   }
+  out <- as_nullable_path(out, "out")
+  batch_size <- as_integer(batch_size, "batch_size")
+  if (batch_size < 1L) arg_error("batch_size", batch_size, "a whole number >= 1")
   target <- find_saved_model(target)
+  if (is.character(newdata) && is.null(dim(newdata))) {
+    files <- as_file_patterns(newdata)
+    if (!is.null(out)) {
+      if (!grepl("\\.(csv|parquet)$", out, ignore.case = TRUE)) arg_error("out", out, "a .csv or .parquet file path")
+      res <- with_python(py_bridge()$predict_to_file(target, files, out, batch_size = batch_size))
+      return(invisible(py_to_r_json(res)$path))
+    }
+    res <- with_python(py_bridge()$predict_files(target, files, batch_size = batch_size))
+    return(prediction_columns_to_df(py_to_r_json(res, simplify = FALSE)))
+  }
+  if (!is.null(out)) arg_error("out", out, "NULL unless `newdata` names files (TFRecord or images)")
   spec <- export_feature_spec(target)
   features <- as_py_features(newdata, spec)
   res <- with_python(py_bridge()$predict(target, features))
   predictions_to_df(res, export_class_names(target))
+}
+
+# File paths / glob patterns -> a Python list; a plain path (no wildcard) must exist.
+as_file_patterns <- function(newdata) {
+  if (!length(newdata) || anyNA(newdata)) arg_error("newdata", newdata, "file paths or glob patterns")
+  glob <- grepl("[*?[]", newdata)
+  missing_files <- newdata[!glob & !file.exists(newdata)]
+  if (length(missing_files)) {
+    stop("`newdata` holds file paths that do not exist: ", paste(missing_files, collapse = ", "),
+         ". Pass TFRecord (or JPEG/PNG) files, or a data frame/matrix/array of features.", call. = FALSE)
+  }
+  paths <- ifelse(glob, path.expand(newdata), normalizePath(newdata, mustWork = FALSE))
+  reticulate::r_to_py(as.list(paths))
+}
+
+# {column: list} from tpuestimator.export_jobs.predict_columns -> data frame (columns kept in order).
+prediction_columns_to_df <- function(cols) {
+  df <- as.data.frame(lapply(cols, function(v) unlist(lapply(v, function(x) if (is.null(x)) NA else x))),
+                      stringsAsFactors = FALSE, optional = TRUE)
+  for (k in intersect(c("index", "class_id"), names(df))) df[[k]] <- as.integer(df[[k]])
+  if ("class" %in% names(df)) df$class <- as.character(df$class)
+  df
 }
 
 # R data -> what tpuestimator.job.predict() takes as `features`.
@@ -265,28 +359,59 @@ export_class_names <- function(export_dir) {
 #' Export a trained model
 #'
 #' Writes a SavedModel (for TF Serving and [tpu_predict()]) or a TensorFlow Lite
-#' file from the latest checkpoint of a run (`tpuestimator.job.export_job()`).
+#' (LiteRT) file from the latest checkpoint of a run
+#' (`tpuestimator.model_dir_jobs.export_model()`, as `tpuestimator export`).
+#'
+#' The SavedModel has three signatures: `serving_default` (serialized
+#' `tf.Example` records), `image_bytes` (JPEG/PNG bytes, image models) and
+#' `features` (decoded tensors). A `.tflite` file is written beside its
+#' SavedModel and verified against it on the evaluation records.
 #'
 #' @param run A `tpu_run`, a row of [ls_runs()], a run folder or a model folder.
 #' @param export_dir Where to write the export.
 #' @param format `"saved_model"` or `"tflite"`.
-#' @return The path of the export, invisibly.
+#' @param quantize For `format = "tflite"`: `NULL` or `"none"` (float32),
+#'   `"dynamic"` (int8 weights), `"float16"` or `"int8"` (full integer, calibrated
+#'   on the training records).
+#' @param warmup `NULL` (the config's `export.warmup`) or the number of TF Serving
+#'   warmup requests (0 to 1000) to write into `assets.extra/`.
+#' @return The path of the export (the `.tflite` file for `format = "tflite"`),
+#'   invisibly, with attributes `saved_model` (the SavedModel folder) and, for
+#'   TFLite, `tflite` (the verification: `max_abs_diff`, `top1_agreement`,
+#'   `examples`, `tflite_bytes`, `saved_model_bytes`, `passed`, ...).
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
 #'   run <- tpu_train(tpu_example("digits", dir = file.path(out, "example")),
 #'                    train.max_steps = 100L, verbose = FALSE,
 #'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
-#'   tpu_export(run, file.path(out, "lite"), format = "tflite")
+#'   lite <- tpu_export(run, file.path(out, "lite"), format = "tflite", quantize = "int8")
+#'   attr(lite, "tflite")$top1_agreement
 #' }
 #' @export
-tpu_export <- function(run, export_dir, format = c("saved_model", "tflite")) {
+tpu_export <- function(run, export_dir, format = c("saved_model", "tflite"), quantize = NULL, warmup = NULL) {
   format <- match.arg(format)
+  quantize <- as_nullable_string(quantize)
+  modes <- c("none", "dynamic", "float16", "int8")
+  if (!is.null(quantize) && !quantize %in% modes) {
+    arg_error("quantize", quantize, paste0("NULL or one of \"", paste(modes, collapse = "\", \""), "\""))
+  }
+  if (!is.null(quantize) && format != "tflite") {
+    arg_error("quantize", quantize, "NULL unless format = \"tflite\" (a SavedModel is not quantized)")
+  }
+  warmup <- as_nullable_integer(warmup)
+  if (!is.null(warmup) && (warmup < 0L || warmup > 1000L)) {
+    arg_error("warmup", warmup, "NULL or a whole number from 0 to 1000 (TF Serving reads at most 1000 requests)")
+  }
   target <- run_target(run, "run")
   export_dir <- as_path(export_dir, "export_dir")
-  res <- with_python(py_bridge()$export_job(target, export_dir, format = format))
-  out <- tryCatch(scalar_or_null(py_to_r_json(res)), error = function(e) NULL)
-  invisible(if (is.character(out)) out else export_dir)
+  res <- with_python(py_bridge()$export_model(target, export_dir, format = format, quantize = quantize,
+                                              warmup = warmup))
+  out <- py_to_r_json(res, simplify = FALSE)
+  path <- out$path
+  attr(path, "saved_model") <- out$saved_model
+  if (!is.null(out$tflite)) attr(path, "tflite") <- out$tflite
+  invisible(path)
 }
 
 #' Check a configuration for TPU readiness

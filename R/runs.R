@@ -216,6 +216,7 @@ order_run_columns <- function(df) {
 run_status <- function(run_dir, props) {
   if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
   if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
+  if (nzchar(as.character(props$interrupted %||% ""))) return("interrupted")  # stopped by a signal
   owner_file <- file.path(run_dir, "tfruns.d", "owner.json")
   owner <- if (file.exists(owner_file)) tryCatch(jsonlite::read_json(owner_file), error = function(e) NULL)
   if (is.list(owner) && identical(owner$host, Sys.info()[["nodename"]]) && is.numeric(owner$pid) &&

@@ -60,6 +60,21 @@
 #'   with other settings. By default such a model dir is an error naming the
 #'   settings that differ (a rerun with the same settings resumes; see "Model dirs
 #'   and checkpoint reuse" in docs/RUN_FORMAT.md).
+#' @param cluster `NULL` (train in this R session), or a list starting a local
+#'   cluster of processes on this machine, as `tpuestimator cluster` does:
+#'   `list(workers = 2L)` plus optionally `ps` (parameter servers, for
+#'   `run.strategy: parameter_server`), `evaluator` (`TRUE` adds a side-car
+#'   evaluator task) and `restarts` (whole-cluster restarts after a task fails;
+#'   training resumes from the chief's latest checkpoint). Each task runs
+#'   `tpuestimator train` with its own `TF_CONFIG`; the configuration's
+#'   `run.strategy` must be `multi_worker` (or `parameter_server` with `ps`). The
+#'   tasks' log lines stream to the console's standard error with a `[worker 0]`
+#'   prefix. The model function must be one the configuration names (an R
+#'   function cannot run in the tasks' processes), and R hooks and `progress` do
+#'   not apply. The returned run holds the chief's run record, model dir, final
+#'   metrics and global step (`history` is read from the run record with
+#'   [ls_runs()]). A failing task stops the cluster with a `tpuestimator_error`
+#'   naming the task and its last log lines. See "Scaling out" in the README.
 #' @return A `tpu_run` object (a list): `run_dir`, `model_dir`, `export_dir`,
 #'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
 #'   per evaluation, with `step`), `global_step` and `config` (the resolved
@@ -101,7 +116,7 @@
 #' @export
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
                       verbose = getOption("tpuestimatorr.verbose", TRUE), ..., export = TRUE,
-                      progress = NULL, resume = FALSE) {
+                      progress = NULL, resume = FALSE, cluster = NULL) {
   verbose <- as_flag(verbose, "verbose")
   export <- as_flag(export, "export")
   resume <- as_flag(resume, "resume")
@@ -119,9 +134,28 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   hooks <- as_hook_list(hooks)
   model_dir <- as_nullable_path(model_dir, "model_dir")
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
+  cluster <- as_cluster(cluster)
+  if (!is.null(cluster)) {
+    if (!is.null(model_fn)) {
+      arg_error("model_fn", model_fn, paste(
+        "NULL or a model name with `cluster` (each task is a separate `tpuestimator train` process,",
+        "where an R function cannot run)"))
+    }
+    if (length(hooks)) arg_error("hooks", hooks, "NULL with `cluster` (hooks run in this R session only)")
+    if (!is.null(progress)) arg_error("progress", progress, "NULL with `cluster` (the tasks' logs stream instead)")
+  }
   src <- resolve_config(cfg, overrides)
 
   quiet_python_console()  # defined in console.R
+  if (!is.null(cluster)) {
+    args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export, resume = resume,
+                   verbose = verbose), cluster)
+    if (!is.null(model_dir)) args$model_dir <- model_dir
+    if (!is.null(runs_dir)) args$runs_dir <- runs_dir
+    run <- tpu_run_from_result(with_python(do.call(py_bridge()$run_cluster, args)))
+    if (verbose && !is.null(run$run_dir)) message("run recorded in ", run$run_dir)
+    return(run)
+  }
   args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
@@ -347,4 +381,24 @@ print.summary.tpu_run <- function(x, ...) {
     print(x$history, digits = 4, row.names = FALSE)
   }
   invisible(x)
+}
+
+# `cluster` of tpu_train(): NULL, or list(workers =, ps =, evaluator =, restarts =) checked.
+as_cluster <- function(cluster) {
+  if (is.null(cluster)) return(NULL)
+  allowed <- c("workers", "ps", "evaluator", "restarts")
+  if (!is.list(cluster) || is.null(names(cluster)) || any(!nzchar(names(cluster))) ||
+        !all(names(cluster) %in% allowed) || !"workers" %in% names(cluster)) {
+    arg_error("cluster", cluster, paste0(
+      "NULL or a named list with `workers` and optionally ", paste0("`", allowed[-1], "`", collapse = ", "),
+      " (e.g. list(workers = 2L))"))
+  }
+  out <- list(workers = as_integer(cluster$workers, "cluster$workers"),
+              ps = as_integer(cluster$ps %||% 0L, "cluster$ps"),
+              evaluator = as_flag(cluster$evaluator %||% FALSE, "cluster$evaluator"),
+              restarts = as_integer(cluster$restarts %||% 0L, "cluster$restarts"))
+  if (out$workers < 1L) arg_error("cluster$workers", cluster$workers, "at least 1")
+  if (out$ps < 0L) arg_error("cluster$ps", cluster$ps, "0 or more")
+  if (out$restarts < 0L) arg_error("cluster$restarts", cluster$restarts, "0 or more")
+  out
 }

@@ -48,3 +48,24 @@ def pad_and_mask(ds, *, per_replica: int, replicas: int, steps: int | None):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def worker_share(ds, *, worker: int, workers: int, per_replica: int):
+    """One worker's share of `pad_and_mask`'s padded global batches, as per-replica batches.
+
+    Multi-worker evaluation: every worker reads the same padded global batches (so every
+    worker runs the same number of steps, which the collective all-reduce of the metrics
+    needs) and keeps its own contiguous slice of each: worker w takes rows
+    `[w * rows, (w + 1) * rows)` (`rows` = global batch / workers), cut into per-replica
+    batches for its local replicas. The slices partition each global batch, so every
+    example is evaluated exactly once across the cluster.
+    """
+    import tensorflow as tf
+
+    def take(*element):
+        def cut(x):
+            rows = x.shape[0] // workers
+            return x[worker * rows:(worker + 1) * rows]
+        return tf.nest.map_structure(cut, element if len(element) > 1 else element[0])
+
+    return ds.map(take).rebatch(per_replica).prefetch(tf.data.AUTOTUNE)

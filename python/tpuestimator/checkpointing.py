@@ -8,29 +8,69 @@ import contextlib
 import logging
 import os
 
-from tpuestimator.devices import tf_config_task
-from tpuestimator.errors import ConfigError
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
+from tpuestimator.errors import ConfigError, TPUEstimatorError
 
 logger = logging.getLogger(__name__)
 
 
 def checkpoint_dir(model_dir: str) -> str:
-    """Where this process writes checkpoints. Multi-worker: only the chief writes the real
-    checkpoints; other workers must still save (collective ops) but into a scratch folder."""
-    task = tf_config_task()
-    if task and not (task.get("type") in ("chief",) or (task.get("type") == "worker" and task.get("index") == 0)):
-        return os.path.join(model_dir, f".worker_{task.get('type')}_{task.get('index')}")
+    """Where this process writes checkpoints: the model dir, except on a non-chief worker of a
+    `TF_CONFIG` cluster, which must still save (MultiWorkerMirroredStrategy reads the
+    variables collectively) but into a scratch folder outside the model dir, removed when
+    the process ends (`cluster_role.scratch_dir`)."""
+    role = task_role()
+    if role.in_cluster and not role.is_chief:
+        return scratch_dir(role, "checkpoints", model_dir)
     return model_dir
 
 
-def restore(state, warm_start_from: str | None) -> None:
-    """Restores the latest checkpoint; without one, warm-starts the model's weights if asked."""
+class CheckpointMismatchError(TPUEstimatorError, ValueError):
+    """The latest checkpoint does not fit the model being built (another architecture: a
+    variable's shape or the set of variables changed). The job layer names the changed settings.
+
+    Attributes:
+      checkpoint: the checkpoint's path.
+      detail: TensorFlow's description of the mismatch.
+    """
+
+    def __init__(self, message: str, *, checkpoint: str, detail: str):
+        self.checkpoint = checkpoint
+        self.detail = detail
+        super().__init__(message)
+
+
+def restore(state, warm_start_from: str | None, model_dir: str | None = None) -> None:
+    """Restores the latest checkpoint of `model_dir` (default: the state's checkpoint folder;
+    every worker of a cluster restores the chief's); without one, warm-starts the model's
+    weights if asked.
+
+    The optimizer's hyperparameters stored in the checkpoint (Keras keeps the learning rate in
+    a variable) are set back to the values the model function just built from the config: a
+    resumed run trains with the config's learning rate, never silently with the checkpoint's.
+
+    Raises:
+      CheckpointMismatchError: the checkpoint's variables do not fit the model.
+    """
     import tensorflow as tf
 
-    latest = state.manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(model_dir) if model_dir else state.manager.latest_checkpoint
     if latest:
-        state.checkpoint.restore(latest).assert_existing_objects_matched()
+        configured = optimizer_hyperparameters(state.optimizer)
+        checkpoint = state.checkpoint
+        if not _has_random_state(latest) and getattr(checkpoint, "random_state", None):
+            # written before the random state was checkpointed: restore the rest (resume not exact)
+            logger.info("%s holds no random state (an older checkpoint): dropout masks restart", latest)
+            checkpoint = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer, step=state.global_step)
+        try:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+        except (ValueError, AssertionError) as exc:
+            detail = " ".join(str(exc).split())[:600]
+            raise CheckpointMismatchError(
+                f"The checkpoint {latest} does not fit the model the model function builds now (its variables "
+                f"have other shapes or names): {detail}", checkpoint=latest, detail=detail) from None
         logger.info("restored %s at global step %d", latest, state.step)
+        apply_hyperparameters(state.optimizer, configured)
         return
     if warm_start_from:
         ws = warm_start_from
@@ -39,6 +79,51 @@ def restore(state, warm_start_from: str | None) -> None:
             raise ConfigError("train.warm_start_from", ws, "a model dir holding a checkpoint, or a checkpoint path")
         tf.train.Checkpoint(model=state.model).restore(path).expect_partial()
         logger.info("warm-started the model's weights from %s", path)
+
+
+def remove_worker_scratch(state, model_dir: str) -> None:
+    """Removes a non-chief worker's scratch checkpoints (`checkpoint_dir`) once it is done."""
+    directory = getattr(getattr(state, "manager", None), "directory", None)
+    if directory and os.path.abspath(directory) != os.path.abspath(model_dir):
+        remove_scratch(directory)
+def _has_random_state(path: str) -> bool:
+    import tensorflow as tf
+
+    return any(name.startswith("random_state/") for name, _ in tf.train.list_variables(path))
+
+
+# Optimizer hyperparameters Keras 3 stores in variables, hence in checkpoints. The others (Adam's
+# betas and epsilon, SGD's momentum, weight decay, clipping) are plain Python attributes: the
+# model function sets them from the config in every run, and a learning-rate schedule is a
+# Python object too (it reads the restored `iterations`).
+HYPERPARAMETERS = ("learning_rate",)
+
+
+def optimizer_hyperparameters(optimizer) -> dict[str, float]:
+    """{name: value} of the optimizer's hyperparameters held in variables (`HYPERPARAMETERS`)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's wrapped optimizer
+    out = {}
+    for name in HYPERPARAMETERS:
+        value = getattr(inner, name, None)
+        if value is not None and hasattr(value, "assign"):
+            out[name] = float(value.numpy())
+    return out
+
+
+def apply_hyperparameters(optimizer, configured: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Sets the hyperparameters back to `configured` after a restore; returns {name: (checkpoint, config)}
+    for those that changed, each logged ("learning_rate 0.003 -> 0.001 from the config")."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    changed = {}
+    for name, value in configured.items():
+        variable = getattr(inner, name)
+        restored = float(variable.numpy())
+        if restored != value:
+            variable.assign(value)
+            changed[name] = (restored, value)
+            logger.warning("%s %.6g -> %.6g from the config (the checkpoint's value is replaced)", name, restored,
+                           value)
+    return changed
 
 
 def save(state, *, asynchronous: bool) -> str:

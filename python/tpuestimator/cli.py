@@ -17,10 +17,9 @@ from tpuestimator import __version__
 # so a bare `pip install tpuestimator` leaves no half-made run behind.
 WITHOUT_TENSORFLOW = ("example", "runs")
 TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
-# Exit codes: 0 done, 1 a run-time failure, 2 bad input (config, data, flags), 3 a full disk
-# (the message says what was saved), 130 interrupted.
+# A full disk exits 3 (the message says what was saved); the other codes: README "Crash safety".
 EXIT_DISK_FULL = 3
-COMMAND_MODULES = ("train", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
+COMMAND_MODULES = ("train", "cluster", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
 
@@ -69,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(getattr(exc, "exit_code", None), int):  # TrainingInterrupted: 143 (SIGTERM), 130 (SIGINT)
+            return exc.exit_code
         if type(exc).__name__ == "DiskFullError":
             return EXIT_DISK_FULL
         return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1

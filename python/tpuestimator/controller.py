@@ -19,6 +19,7 @@ import math
 import time
 
 from tpuestimator.errors import NonFiniteError
+from tpuestimator.faults import fault_point
 
 logger = logging.getLogger(__name__)
 
@@ -137,14 +138,20 @@ class TrainController:
                     check_finite(state, step, logs, bool(results["__all_finite__"]))
                 est.last_train_logs = logs
                 hooks.after_loop(step, logs)
+                fault_point("after_loop", step)
                 if cadence.checkpoint_due(step, last_saved):
                     est.save_checkpoint()
                     last_saved = step
+                    if not est.config.async_checkpoint:
+                        fault_point("after_checkpoint", step)
                 if ran < n or est.stop_training:  # the one stop flag (hooks set it)
                     break
-            if save_final_checkpoint and step != last_saved:
+            final_save = save_final_checkpoint and step != last_saved
+            if final_save:
                 est.save_checkpoint()
             est.sync_checkpoints()  # train() returns with its checkpoints on disk
+            if final_save:
+                fault_point("after_checkpoint", step)
         except BaseException as exc:
             hooks.on_exception(step, exc)
             raise

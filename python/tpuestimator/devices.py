@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator import workarounds
+from tpuestimator.cluster_role import read_tf_config, task_role
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def _build_strategy(run: Mapping[str, Any]):
     if kind == "auto":
         if run.get("tpu") or os.environ.get("TPU_NAME"):
             kind = "tpu"
+        elif _in_worker_cluster():  # TF_CONFIG alone switches the same job to synchronous multi-worker
+            kind = "multi_worker"
         elif tf.config.list_physical_devices("GPU"):
             kind = "gpu"
         elif (run.get("num_cpu_devices") or 1) > 1:
@@ -102,6 +105,11 @@ def _build_strategy(run: Mapping[str, Any]):
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("run.strategy", "multi_worker",
                               "a TF_CONFIG environment variable describing the cluster (see README, 'What runs where')")
+        task = tf_config_task() or {}
+        if task.get("type") in ("ps", "evaluator"):  # they never join the workers' all-reduce
+            raise ConfigError("TF_CONFIG", json.dumps(task),
+                              "a chief or worker task for run.strategy: multi_worker (ps tasks serve "
+                              "run.strategy: parameter_server; an evaluator task evaluates the chief's checkpoints)")
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         return strategy, describe_strategy("multi_worker", strategy)
     if kind == "gpu":
@@ -121,6 +129,13 @@ def _build_strategy(run: Mapping[str, Any]):
     # cpu: one replica even when the CPU is split (use `mirrored` for one per logical device)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return strategy, describe_strategy("cpu", strategy, kind="cpu")
+
+
+def _in_worker_cluster() -> bool:
+    """TF_CONFIG makes this process a chief/worker of a cluster of several workers and no ps."""
+    parsed = read_tf_config() or {}
+    role = task_role()
+    return role.task_type in ("chief", "worker") and role.num_workers > 1 and not (parsed.get("cluster") or {}).get("ps")
 
 
 def describe_strategy(name: str, strategy, kind: str | None = None, topology: str | None = None) -> DeviceInfo:
@@ -201,10 +216,22 @@ def _with_timeout(fn, seconds: float):
 
 def tf_config_task() -> dict | None:
     """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return None
-    try:
-        return json.loads(raw).get("task")
-    except json.JSONDecodeError:
-        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None
+    parsed = read_tf_config()
+    return parsed.get("task") if parsed else None
+
+
+def sync_workers(strategy) -> None:
+    """Waits until every worker of a multi-worker strategy gets here (one tiny all-reduce).
+
+    At the end of a job: worker 0 hosts TensorFlow's coordination service, and when it exits
+    while another worker is still exporting, that worker's heartbeat fails with an alarming
+    "Failed to send RPC to coordination service" (or worse, mid-save). After this barrier
+    the workers only print and exit.
+    """
+    import tensorflow as tf
+
+    @tf.function  # eager collective calls warn of their overhead
+    def barrier():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+    barrier()

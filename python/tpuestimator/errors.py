@@ -95,3 +95,14 @@ class TPUUnavailableError(TPUEstimatorError, RuntimeError):
 
 class CompatibilityError(TPUEstimatorError, ValueError):
     """`tpuestimator check` found something that would not run on a TPU."""
+
+
+class ClusterTaskError(TPUEstimatorError, RuntimeError):
+    """A task of a local cluster (`tpuestimator cluster`, R's `tpu_train(cluster = ...)`)
+    failed: `task` (e.g. 'worker 1'), its `returncode` and `last_lines`."""
+
+    def __init__(self, task: str, returncode: int, last_lines=(), restarts: int = 0):
+        self.task, self.returncode, self.last_lines, self.restarts = task, returncode, tuple(last_lines), restarts
+        tail = "\n".join(f"  [{task}] {line}" for line in self.last_lines[-15:])
+        super().__init__(f"{task} failed (exit {returncode}); the cluster was stopped"
+                         + (f" after {restarts} restart(s)" if restarts else "") + f". Its last lines:\n{tail}")

@@ -27,11 +27,13 @@ from typing import Any
 
 from tpuestimator import checkpointing
 from tpuestimator import steps as replica_steps
-from tpuestimator.batching import MASK_KEY, pad_and_mask
+from tpuestimator.batching import MASK_KEY, pad_and_mask, worker_share
 from tpuestimator.controller import Cadence, TrainController
 from tpuestimator.devices import describe_strategy, make_strategy
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import HookList
+from tpuestimator.input_position import train_dataset
 from tpuestimator.loops import make_eval_loop, make_loop_reader, make_predict_step, make_train_loop
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.run_config import RunConfig
@@ -182,7 +184,7 @@ class Estimator:
         latest checkpoint (or warm-starts); a no-op once built. Returns the training state."""
         if self._state is None:
             self._state = self._build_state(input_fn, mode, global_batch)
-            checkpointing.restore(self._state, self.config.warm_start_from)
+            checkpointing.restore(self._state, self.config.warm_start_from, self.model_dir)
         return self._state
 
     def _build_state(self, input_fn, mode: Mode, global_batch: int | None) -> TrainingState:
@@ -242,7 +244,8 @@ class Estimator:
         cardinalities = []
 
         def dataset_fn(ctx):
-            ds = input_fn(self.input_params(Mode.TRAIN, input_context=ctx))
+            # positioned at the current step: a resumed run reads the batches an uninterrupted one would
+            ds = train_dataset(input_fn, self.input_params(Mode.TRAIN, input_context=ctx))
             cardinalities.append(int(ds.cardinality().numpy()))
             return ds
 
@@ -371,10 +374,19 @@ class Estimator:
         With several replicas or on a TPU: padded, masked global batches of a static size
         (`tpuestimator.batching`). One replica on CPU or GPU takes the batches as they come
         (the last one shorter, no mask): every example is still seen exactly once, without
-        the padding stage that cost up to 30% of an evaluation of a small model.
+        the padding stage that cost up to 30% of an evaluation of a small model. Several
+        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
+        every global batch (`batching.worker_share`); the metrics are all-reduced.
         """
         batch, field = self.global_batch(mode)
         per_replica = self.per_replica_batch(batch, field)
+        if self.device_info.strategy_name == "multi_worker":
+            def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
+                ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=per_replica,
+                                  replicas=self.num_replicas, steps=steps)
+                return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
+                                    per_replica=per_replica)
+            return self.strategy.distribute_datasets_from_function(worker_input)
         ds = input_fn(self.input_params(mode))
         if self.num_replicas > 1 or self.device_info.kind == "tpu":
             ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
@@ -448,16 +460,21 @@ class Estimator:
                 yield local
 
     # ------------------------------------------------------------------ export
-    def serving_module(self):
-        """A `tf.Module` holding the model and its `serving_default` function (`serving.serving_module`)."""
-        return serving_module(self.spec, self.state.feature_spec)
+    def serving_module(self, serving_inputs=None):
+        """A `tf.Module` holding the model and its serving functions (`serving.serving_module`)."""
+        return serving_module(self.spec, self.state.feature_spec, serving_inputs)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
-                           checkpoint_path: str | None = None) -> str:
+                           checkpoint_path: str | None = None, serving_inputs=None) -> str:
         """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
 
         The version defaults to a timestamp in seconds (TF Serving serves the highest). The
-        folder appears atomically: a crash mid-export leaves nothing behind.
+        folder appears atomically: a crash mid-export leaves nothing behind. Signatures (all
+        with a free batch dimension; outputs `probabilities`, `class_id`, `class` for the
+        built-in classifiers): `features` (the decoded features), one per `serving_inputs`
+        entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
+        `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
+        `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
 
         Returns:
           The export's path.
@@ -476,9 +493,10 @@ class Estimator:
         while os.path.exists(os.path.join(export_dir_base, str(version))):
             version += 1
         final = os.path.join(export_dir_base, str(version))
-        module = self.serving_module()
+        module = self.serving_module(serving_inputs)
         kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
         with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
-            tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
+            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+            fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)
         return final

@@ -15,29 +15,40 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tpuestimator import data
+import yaml
+
+from tpuestimator import checkpointing, data
+from tpuestimator.checkpointing import CheckpointMismatchError
+from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
+from tpuestimator.devices import sync_workers
 from tpuestimator.diskspace import disk_full_error, is_disk_full, translate_disk_full
 from tpuestimator.errors import DiskFullError
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
+from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
+from tpuestimator.io import atomic_write_text
+from tpuestimator.leftovers import remove_stale_temporaries
 from tpuestimator.logcapture import capture_log
-from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir
-from tpuestimator.modeldir import check_model_dir, default_model_dir
+from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
+from tpuestimator.model_dir_lock import model_dir_lock
+from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
-from tpuestimator.serving import predict, write_export_metadata
+from tpuestimator.serving import data_serving_inputs, predict, write_export_metadata
 from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
 # `tpuestimator.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
 # tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
 # (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
 # (from_config.py) under their old names here.
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "JobResult",
     "build_estimator",
@@ -50,8 +61,6 @@ __all__ = [
     "resolve_model_dir",
     "run_job",
 ]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -82,7 +91,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            resume: bool = False) -> JobResult:
+            resume: bool = False, handle_signals: bool = False) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
@@ -100,22 +109,56 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       export: False to skip the exporters.
       resume: continue from the model dir's checkpoint even if it was trained with other
         settings (see `tpuestimator.modeldir.check_model_dir`).
+      handle_signals: install SIGTERM/SIGINT handlers for the job (main thread only): the
+        first signal finishes the loop, saves a checkpoint and raises `TrainingInterrupted`
+        (`tpuestimator.interrupts`). The CLI sets it; library callers and R keep their own
+        handlers by default.
 
     Returns:
       A `JobResult`.
+
+    Raises:
+      ModelDirLockedError: another job trains (or evaluates) in `model_dir`
+        (`tpuestimator.model_dir_lock`).
+      TrainingInterrupted: stopped by SIGTERM/SIGINT; the run record is marked interrupted.
     """
 
-    cfg = _as_config(config, overrides)
-    model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
+    stopper = StopOnSignal() if handle_signals else None
+    if stopper is not None:
+        stopper.install()
+    try:
+        cfg = _as_config(config, overrides)
+        model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
+        # Up front, before anything is written: the model function's import, batch sizes that
+        # split over the replicas, labels in range (preflight.py).
+        estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+        check_job(cfg, estimator, has_eval=_has_eval(cfg))
+        with translate_disk_full(model_dir, "model dir", kept="Nothing was trained."):
+            os.makedirs(model_dir, exist_ok=True)
+        # One training per model dir: the lock is held until the run record is complete.
+        with model_dir_lock(model_dir):
+            return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
+                               estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
+                               progress=progress, export=export, resume=resume, stopper=stopper)
+    finally:
+        if stopper is not None:
+            stopper.restore()
+
+
+def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimator, hooks, progress, export, resume,
+                stopper) -> JobResult:
     raw = cfg.raw
-    # Up front, before anything is written: the model function's import, batch sizes that split
-    # over the replicas, labels in range (preflight.py).
-    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
-    check_job(cfg, estimator, has_eval=_has_eval(cfg))
+    role = task_role()
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
-    with translate_disk_full(model_dir, "model dir's config.yaml", kept="Nothing was trained."):
-        os.makedirs(model_dir, exist_ok=True)
-        dump_config(cfg, os.path.join(model_dir, "config.yaml"))
+    config_path = os.path.join(model_dir, CONFIG_FILE)
+    previous_config = _read_text(config_path) if resumed_from_step is not None else None
+    scratch = None
+    if role.is_chief:
+        with translate_disk_full(model_dir, "model dir's config.yaml", kept="Nothing was trained."):
+            dump_config(cfg, config_path)
+    else:  # a non-chief worker: same hooks and writes as the chief (same collectives), kept nowhere
+        scratch = scratch_dir(role, "job", model_dir)
+        runs_dir, run_dir = os.path.join(scratch, "runs"), None
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
@@ -126,8 +169,36 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
+        # what a killed run left half-written (logged; only our own temp names)
+        remove_stale_temporaries(model_dir, [raw["export"]["dir"] or os.path.join(model_dir, "export")])
         try:
-            result = _train(cfg, estimator, recorder, hooks, progress, export)
+            try:
+                result = _train(cfg, estimator, recorder, hooks, progress, export,
+                                export_scratch=os.path.join(scratch, "export") if scratch else None)
+            except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
+                if previous_config is not None and role.is_chief:
+                    atomic_write_text(config_path, previous_config)
+                recorded = yaml.safe_load(previous_config) if previous_config else None
+                raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
+        except TrainingInterrupted as exc:
+            logger.warning("%s", exc)
+            if recorder is not None:
+                recorder.interrupt(str(exc), step=exc.step)
+            remove_scratch(scratch)
+            raise
+        except KeyboardInterrupt as exc:
+            # A second signal (the CLI), or Ctrl-C / an interrupt from R without our handlers.
+            interrupted = stopper.interrupted(None, aborted=True) if stopper is not None and \
+                stopper.received is not None else None
+            reason = str(interrupted) if interrupted else ("KeyboardInterrupt (Ctrl-C, or an interrupt from R): "
+                                                           "a rerun resumes from the latest checkpoint")
+            logger.warning("%s", reason)
+            if recorder is not None:
+                recorder.interrupt(reason)
+            remove_scratch(scratch)
+            if interrupted is not None:
+                raise interrupted from exc
+            raise
         except BaseException as exc:
             error = exc
             if is_disk_full(exc) and not isinstance(exc, DiskFullError):  # e.g. a run-record or summary write
@@ -137,12 +208,16 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
                     "resumes from it."))
             if recorder is not None:
                 _fail_record(recorder, error)
+            remove_scratch(scratch)
             if error is not exc:
                 raise error from exc
             raise
     if recorder is not None:
         with _record_disk_full(recorder, result):
             recorder.complete()
+    if scratch:
+        remove_scratch(scratch)
+        result = dataclasses.replace(result, run_dir=None, export_dir=None, exports={})
     return result
 
 
@@ -170,6 +245,14 @@ def _record_disk_full(recorder, result: JobResult):
                                    "there is no need to train again.")
 
 
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
     """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
     message other hooks see), logging, the run record, debug hooks, progress, the user's."""
@@ -195,7 +278,7 @@ def _has_eval(cfg: JobConfig) -> bool:
     return bool(section.get("eval")) or "manifest" in section
 
 
-def _train(cfg, estimator, recorder, hooks, progress, export) -> JobResult:
+def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=None) -> JobResult:
     raw = cfg.raw
     section = cfg.section("data")
     model_dir = estimator.model_dir
@@ -203,9 +286,10 @@ def _train(cfg, estimator, recorder, hooks, progress, export) -> JobResult:
     eval_fn = input_fn_for(cfg, "eval") if _has_eval(cfg) else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = raw["export"]
-    export_base = exp["dir"] or os.path.join(model_dir, "export")
+    export_base = export_scratch or exp["dir"] or os.path.join(model_dir, "export")
+    serving_inputs = data_serving_inputs(section)
     exporters = make_exporters(exp["exporters"], export_base, keep=exp["keep"], best_metric=exp["best_metric"],
-                               best_mode=exp["best_mode"]) if export and exp["enabled"] else []
+                               best_mode=exp["best_mode"], serving_inputs=serving_inputs) if export and exp["enabled"] else []
     es = raw["eval"]["early_stopping"]
     eval_spec = EvalSpec(input_fn=eval_fn, steps=raw["eval"]["steps"], every_n_steps=raw["eval"]["every_n_steps"],
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
@@ -218,8 +302,11 @@ def _train(cfg, estimator, recorder, hooks, progress, export) -> JobResult:
     with data.translate_errors(section, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
             data.translate_errors(section, "train", num_classes=num_classes), \
             numerics.check_numerics(raw["debug"]["check_numerics"]), numerics.translate_errors(estimator):
-        outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps, hooks=job_hooks),
-                                     eval_spec)
+        try:
+            outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
+                                                              hooks=job_hooks), eval_spec)
+        finally:
+            checkpointing.remove_worker_scratch(estimator.state if estimator.built else None, model_dir)
     for hook in job_hooks:
         close = getattr(hook, "close", None)  # a user's hook may be a plain callable
         if callable(close):
@@ -227,9 +314,12 @@ def _train(cfg, estimator, recorder, hooks, progress, export) -> JobResult:
     exports = dict(outcome.exports)
     if export and exp["enabled"] and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step)
+                                                        version=outcome.global_step, serving_inputs=serving_inputs)
     for path in exports.values():
         write_export_metadata(path, cfg, estimator)
+        write_warmup(path, cfg, exp["warmup"])
+    if estimator.device_info.strategy_name == "multi_worker":
+        sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
     result = JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
                        metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,

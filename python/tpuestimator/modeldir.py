@@ -176,6 +176,38 @@ def check_model_dir(config: Mapping[str, Any], model_dir: str | os.PathLike, *, 
     return step
 
 
+# Model-function params that take effect on a resumed checkpoint (the optimizer's, the dropout
+# rates): never named as settings that cannot.
+APPLIED_PARAMS = ("learning_rate", "optimizer", "momentum", "beta_1", "beta_2", "epsilon", "weight_decay",
+                  "clipnorm", "clipvalue", "dropout", "dprob")
+
+
+def unappliable_settings_error(model_dir: str | os.PathLike, recorded_config: Mapping[str, Any] | None,
+                               config: Mapping[str, Any], detail: str) -> ModelDirConflictError:
+    """The error for a resumed job (``--resume``) whose changed settings cannot take effect on
+    the checkpoint: the model it builds has other variables (shapes, layers) than the checkpoint.
+
+    Optimizer settings (the learning rate: `tpuestimator.checkpointing.restore`), the data,
+    the steps take effect on resume; an architecture cannot. Names the changed settings with
+    both values (from `recorded_config`, the model dir's config before this job) and the fix.
+    """
+    model_dir = str(model_dir)
+    step = checkpoint_step(model_dir)
+    differences = config_differences(recorded_config, config) if isinstance(recorded_config, Mapping) else {}
+    shaping = {f: d for f, d in differences.items() if (f == "model" or f.startswith(("model.", "params.")))
+               and f.split(".")[1 if "." in f else 0] not in APPLIED_PARAMS}
+    shown = "; ".join(f"{field}: {old!r} -> {new!r}" for field, (old, new) in (shaping or differences).items())
+    what = (f"these changed settings cannot take effect on it: {shown}" if shown else
+            "the model function now builds other variables than the checkpoint holds (was its code changed?)")
+    return ModelDirConflictError(
+        f"model dir {model_dir} holds a checkpoint (step {step}) whose variables do not fit the model this config "
+        f"builds, so {what}. --resume applies changed settings that can take effect on a checkpoint (the learning "
+        "rate and other optimizer settings, data, steps), never an architecture. Train into a new model dir "
+        "(--model-dir DIR, R: model_dir =, or run.model_dir), or resume with the recorded values. Nothing was "
+        f"trained. (TensorFlow: {detail})",
+        model_dir=model_dir, step=step if step is not None else 0, differences=shaping or differences)
+
+
 MODELS_DIR = ".models"
 
 

@@ -1,16 +1,20 @@
-"""Serving: the SavedModel's `serving_default` function, the export's metadata
-(`write_export_metadata`, read back by `load_export`), and prediction with an export
-(loading it and turning raw inputs — TFRecord files read with the training data's format,
-image files, arrays — into its serving inputs).
+"""Serving: the SavedModel's signatures (`serving_module`; `data_serving_inputs` adds the
+tf.Example and raw-image-bytes ones of a data section), the export's metadata
+(`write_export_metadata`, read back by `load_export`), running a signature of an export on a
+batch (`open_export(path).run(name, batch)`) and prediction with an export (`predict`: raw
+inputs — TFRecord files read with the training data's format, image files, arrays — into
+its `features` signature).
 
 The CLI's `tpuestimator predict` and R's `predict()` call `predict`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from tpuestimator.errors import ConfigError
 from tpuestimator.io import atomic_write_json
@@ -20,11 +24,42 @@ from tpuestimator.tracing import device_function
 EXPORT_META = "tpuestimator.json"
 
 
-def serving_module(spec, feature_spec: dict):
-    """A `tf.Module` holding `spec.model` and its `serve` function (the `serving_default`
-    signature): `spec.serving_inputs` (default: the features the model was built on),
-    `spec.serving_preprocess`, the predictions cast to float32, `class` strings from
-    `spec.class_names`."""
+# The signatures of an export written by a job (TF Serving calls `serving_default` when a request
+# names none): serialized tf.Example records, raw JPEG/PNG bytes (image models), decoded features.
+EXAMPLES_SIGNATURE = "serving_default"
+IMAGE_BYTES_SIGNATURE = "image_bytes"
+FEATURES_SIGNATURE = "features"
+# Input names of the first two (the names TF Estimator's parsing receiver and TPUEstimator's
+# flowers example used).
+EXAMPLES_INPUT = "examples"
+IMAGE_BYTES_INPUT = "image_bytes"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServingInput:
+    """One extra signature of an export (TPUEstimator's `serving_input_receiver_fn`).
+
+    Attributes:
+      inputs: input name -> `tf.TensorSpec` WITH the batch dimension (None), e.g.
+        `{"examples": tf.TensorSpec([None], tf.string)}`.
+      preprocess: `dict of those input tensors -> the model's features dict` (as the eval
+        input pipeline would have produced them).
+    """
+
+    inputs: Mapping[str, Any]
+    preprocess: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, ServingInput] | None = None):
+    """A `tf.Module` holding `spec.model`, its `serve` function (the `features` signature:
+    `spec.serving_inputs` (default: the features the model was built on), `spec.serving_preprocess`,
+    the predictions cast to float32, `class` strings from `spec.class_names`) and one function per
+    `serving_inputs` entry (its preprocessing, then `serve`'s model call).
+
+    `module.signatures` maps signature names to the functions to save: `features`, the
+    `serving_inputs` names and `serving_default` (the `features` function unless
+    `serving_inputs` names one).
+    """
     import tensorflow as tf
 
     inputs = spec.serving_inputs or {name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
@@ -34,8 +69,7 @@ def serving_module(spec, feature_spec: dict):
     module = tf.Module()
     module.model = spec.model
 
-    def serve(features):
-        model_features = spec.serving_preprocess(features) if spec.serving_preprocess else features
+    def predictions(model_features):
         outputs = spec.model(model_inputs(model_features), training=False)
         preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
         preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
@@ -43,8 +77,45 @@ def serving_module(spec, feature_spec: dict):
             preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
         return preds
 
+    def serve(features):
+        return predictions(spec.serving_preprocess(features) if spec.serving_preprocess else features)
+
     module.serve = device_function(serve, input_signature=[signature])
+    signatures = {FEATURES_SIGNATURE: module.serve}
+    for name, receiver in (serving_inputs or {}).items():
+        receiver_signature = {k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in receiver.inputs.items()}
+
+        signatures[name] = device_function(_receiver_function(receiver.preprocess, predictions),
+                                           input_signature=[receiver_signature])
+    signatures.setdefault(EXAMPLES_SIGNATURE, module.serve)
+    module.signature_functions = signatures
     return module
+
+
+def _receiver_function(preprocess, predictions):
+    def serve_receiver(raw):
+        return predictions(dict(preprocess(raw)))
+    return serve_receiver
+
+
+def data_serving_inputs(data_section: Mapping[str, Any]) -> dict[str, ServingInput]:
+    """The signatures a job's export gets from its `data` section, applying exactly the eval
+    input pipeline's decoding (data/decode.py): `serving_default` takes serialized `tf.Example`
+    records as the training files hold them (input `examples`), `image_bytes` (image models only)
+    a batch of JPEG/PNG strings (input `image_bytes`)."""
+    import tensorflow as tf
+
+    from tpuestimator.data import decode
+
+    section = dict(data_section)
+    out = {EXAMPLES_SIGNATURE: ServingInput(
+        inputs={EXAMPLES_INPUT: tf.TensorSpec([None], tf.string)},
+        preprocess=lambda raw: decode.parse_serialized(section, raw[EXAMPLES_INPUT]))}
+    if decode.image_input(section) is not None:
+        out[IMAGE_BYTES_SIGNATURE] = ServingInput(
+            inputs={IMAGE_BYTES_INPUT: tf.TensorSpec([None], tf.string)},
+            preprocess=lambda raw: decode.image_bytes_features(section, raw[IMAGE_BYTES_INPUT]))
+    return out
 
 
 def write_export_metadata(export_dir: str, cfg, estimator) -> None:
@@ -63,7 +134,7 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
 
 
 def load_export(export_dir: str):
-    """(serving function, metadata dict) of an export written by tpuestimator."""
+    """(loaded SavedModel, metadata dict) of an export written by tpuestimator."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(export_dir)
@@ -72,8 +143,91 @@ def load_export(export_dir: str):
     return loaded, meta
 
 
+def resolve_export_dir(path: str) -> str:
+    """A SavedModel folder: `path` itself, or the `export/` folder of a run folder.
+
+    Raises:
+      ConfigError: when neither holds a `saved_model.pb`.
+    """
+    path = str(path)
+    if (Path(path) / "export").is_dir() and not (Path(path) / "saved_model.pb").exists():
+        path = str(Path(path) / "export")
+    if not (Path(path) / "saved_model.pb").exists():
+        raise ConfigError("EXPORT_DIR", path, "a SavedModel folder (holding saved_model.pb) written by "
+                          "`tpuestimator train` or `tpuestimator export`")
+    return path
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoadedExport:
+    """An export loaded for prediction (`open_export`).
+
+    Attributes:
+      path: the SavedModel folder.
+      saved_model: what `tf.saved_model.load` returned.
+      meta: `assets.extra/tpuestimator.json` (data section, class names, feature spec), {} if absent.
+    """
+
+    path: str
+    saved_model: Any
+    meta: dict
+
+    @property
+    def signature_names(self) -> list[str]:
+        return sorted(self.saved_model.signatures.keys())
+
+    def signature(self, name: str = EXAMPLES_SIGNATURE):
+        """The concrete function of a signature (keyword inputs, dict of tensors out)."""
+        if name not in self.saved_model.signatures:
+            raise ConfigError("signature", name, f"one of the export's signatures: {', '.join(self.signature_names)}")
+        return self.saved_model.signatures[name]
+
+    def input_specs(self, name: str = EXAMPLES_SIGNATURE) -> dict:
+        """Input name -> `tf.TensorSpec` (batch dimension None) of a signature."""
+        return dict(self.signature(name).structured_input_signature[1])
+
+    def run(self, name: str, inputs) -> dict:
+        """Runs signature `name` on ONE batch and returns numpy arrays (`class` as str).
+
+        `inputs`: a dict input name -> array-like (any batch size), or, for a signature with one
+        input (`serving_default`: serialized tf.Example records; `image_bytes`: JPEG/PNG strings),
+        the batch itself (a list of bytes or an array).
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        specs = self.input_specs(name)
+        if not isinstance(inputs, Mapping):
+            if len(specs) != 1:
+                raise ConfigError("inputs", type(inputs).__name__, f"a dict with the inputs {sorted(specs)}")
+            inputs = {next(iter(specs)): inputs}
+        missing = sorted(set(specs) - set(inputs))
+        if missing:
+            raise ConfigError("inputs", sorted(inputs), f"the signature {name!r} takes {sorted(specs)}")
+        tensors = {k: tf.convert_to_tensor(np.asarray(inputs[k]) if specs[k].dtype != tf.string else inputs[k],
+                                           dtype=specs[k].dtype) for k in specs}
+        out = {}
+        for key, value in self.signature(name)(**tensors).items():
+            array = value.numpy()
+            if array.dtype == object:
+                array = np.asarray([v.decode() if isinstance(v, bytes) else v for v in array.ravel()],
+                                   dtype=object).reshape(array.shape)
+            out[key] = array
+        return out
+
+
+def open_export(export_dir: str) -> LoadedExport:
+    """Loads an export (or a run folder's `export/`) to run its signatures on batches:
+    `open_export(path).run("serving_default", [record_bytes, ...])`,
+    `.run("image_bytes", [jpeg_bytes, ...])`, `.run("features", {"image": array})`."""
+    path = resolve_export_dir(export_dir)
+    loaded, meta = load_export(path)
+    return LoadedExport(path=path, saved_model=loaded, meta=meta)
+
+
 def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
-    """Predicts with an exported SavedModel.
+    """Predicts with an exported SavedModel (its `features` signature, or `serving_default` in
+    exports older than the three signatures).
 
     Args:
       export_dir: the export (or a run folder holding `export/`).
@@ -83,29 +237,17 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
     Returns:
       one dict per example (numpy values; `class` as str).
     """
-    import tensorflow as tf
-
-    if (Path(export_dir) / "export").is_dir() and not (Path(export_dir) / "saved_model.pb").exists():
-        export_dir = str(Path(export_dir) / "export")
-    if not (Path(export_dir) / "saved_model.pb").exists():
-        raise ConfigError("EXPORT_DIR", export_dir, "a SavedModel folder (holding saved_model.pb) written by "
-                          "`tpuestimator train` or `tpuestimator export`")
-    loaded, meta = load_export(export_dir)
-    serve = loaded.signatures["serving_default"]
+    export = open_export(export_dir)
+    meta = export.meta
+    signature = FEATURES_SIGNATURE if FEATURES_SIGNATURE in export.signature_names else EXAMPLES_SIGNATURE
     feature_arrays = predict_inputs(inputs, meta)
     check_predict_shapes(feature_arrays, meta.get("feature_spec") or {})
     n = len(next(iter(feature_arrays.values())))
     out: list[dict] = []
     for start in range(0, n, batch_size):
-        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in feature_arrays.items()}
-        result = serve(**batch)
-        arrays = {k: v.numpy() for k, v in result.items()}
+        arrays = export.run(signature, {k: v[start:start + batch_size] for k, v in feature_arrays.items()})
         for i in range(len(next(iter(arrays.values())))):
-            row = {}
-            for k, v in arrays.items():
-                value = v[i]
-                row[k] = value.decode() if isinstance(value, bytes) else value
-            out.append(row)
+            out.append({k: v[i] for k, v in arrays.items()})
     return out
 
 

@@ -49,7 +49,8 @@ class ModelSpec:
       report: extra scalars to compute each step and report per loop in the hooks' logs:
         name -> `(labels, outputs) -> scalar`.
       serving_inputs: name -> `tf.TensorSpec` of one example (no batch dimension) for the
-        SavedModel's `serving_default` signature; default: the input pipeline's feature spec.
+        SavedModel's `features` signature (also `serving_default` when the export has no
+        tf.Example signature); default: the input pipeline's feature spec.
       serving_preprocess: optional `dict of raw serving tensors -> model features`, for
         signatures that take e.g. JPEG bytes (TPUEstimator's `serving_input_fn`).
     """

@@ -23,7 +23,8 @@ class TrainingState:
         a `LossScaleOptimizer` under `mixed_float16`).
       model, optimizer: `spec.model` and `spec.optimizer`.
       global_step: the int64 `tf.Variable` counting training steps (checkpointed as `step`).
-      checkpoint, manager: the `tf.train.Checkpoint` (model, optimizer, step) and its
+      checkpoint, manager: the `tf.train.Checkpoint` (model, optimizer, step, the model's
+        random seed generators' state) and its
         `tf.train.CheckpointManager` in the model dir.
       feature_spec: {feature name: (shape without the batch, dtype name)} of the input.
       train_metrics: {"loss": Mean, "report/<name>": Mean}, read and reset after each loop.
@@ -68,6 +69,12 @@ class TrainingState:
         return [self.eval_loss, self.eval_count, *(m for m, _ in self.eval_metrics.values())]
 
 
+def random_state_variables(model) -> list:
+    """The model's random seed generators' states (Keras `SeedGenerator`s of Dropout and
+    other random layers), in the model's variable order."""
+    return [v for v in model.non_trainable_variables if "seed_generator_state" in getattr(v, "path", v.name)]
+
+
 def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precision: str, checkpoint_dir: str,
                 keep_checkpoint_max: int) -> TrainingState:
     """Calls the model function in the strategy's scope (under `precision`'s Keras policy) and
@@ -109,7 +116,11 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
             eval_count = keras.metrics.Sum(name="num_examples")
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
-    checkpoint = tf.train.Checkpoint(model=spec.model, optimizer=optimizer, step=step)
+    # Keras keeps the state of its layers' random seed generators (Dropout, ...) out of the
+    # model's checkpoint: tracked here, a resumed run draws the dropout masks an uninterrupted
+    # run would (exact resume, tpuestimator.input_position).
+    checkpoint = tf.train.Checkpoint(model=spec.model, optimizer=optimizer, step=step,
+                                     random_state=random_state_variables(spec.model))
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max, step_counter=step)
     return TrainingState(spec=dataclasses.replace(spec, optimizer=optimizer), optimizer=optimizer,
                          global_step=step, checkpoint=checkpoint, manager=manager, feature_spec=feature_spec,

@@ -10,16 +10,21 @@ import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tpuestimator.controller import EvalCadence
 from tpuestimator.errors import ConfigError
+from tpuestimator.faults import fault_point
 from tpuestimator.hooks.base import as_hook
 from tpuestimator.hooks.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
+
+# In the model dir: the step of the last evaluation whose exports completed (a resumed job
+# completes an evaluation a kill skipped, `due_evaluation_missing`).
+EVAL_STATE_FILE = "last_evaluation.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,13 +72,18 @@ class EvalSpec:
 
 
 class Exporter:
-    """Base exporter: writes SavedModels under `<base>/<name>/<global step>/`, keeps `keep`."""
+    """Base exporter: writes SavedModels under `<base>/<name>/<global step>/`, keeps `keep`.
+
+    `serving_inputs` (name -> `serving.ServingInput`) adds signatures to each export
+    (`Estimator.export_saved_model`); jobs pass the data section's (tf.Example, image bytes).
+    """
 
     name = "exporter"
 
-    def __init__(self, base_dir: str, *, keep: int = 5):
+    def __init__(self, base_dir: str, *, keep: int = 5, serving_inputs: Mapping[str, Any] | None = None):
         self.base_dir = base_dir
         self.keep = keep
+        self.serving_inputs = serving_inputs
 
     @property
     def dir(self) -> str:
@@ -83,7 +93,7 @@ class Exporter:
         target = os.path.join(self.dir, str(step))
         if os.path.exists(target):  # a rerun at the same step: the export is already there
             return target
-        path = estimator.export_saved_model(self.dir, version=step)
+        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs)
         self._garbage_collect()
         return path
 
@@ -123,8 +133,9 @@ class BestExporter(Exporter):
 
     name = "best"
 
-    def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5):
-        super().__init__(base_dir, keep=keep)
+    def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5,
+                 serving_inputs: Mapping[str, Any] | None = None):
+        super().__init__(base_dir, keep=keep, serving_inputs=serving_inputs)
         self.metric = metric
         self.mode = mode or ("min" if "loss" in metric or "error" in metric else "max")
 
@@ -150,15 +161,16 @@ class BestExporter(Exporter):
 
 
 def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_metric: str = "loss",
-                   best_mode: str | None = None) -> list[Exporter]:
+                   best_mode: str | None = None, serving_inputs: Mapping[str, Any] | None = None) -> list[Exporter]:
     out: list[Exporter] = []
     for name in names:
         if name == "final":
-            out.append(FinalExporter(base_dir, keep=keep))
+            out.append(FinalExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
         elif name == "latest":
-            out.append(LatestExporter(base_dir, keep=keep))
+            out.append(LatestExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
         elif name == "best":
-            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, keep=keep))
+            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, keep=keep,
+                                    serving_inputs=serving_inputs))
         else:
             raise ValueError(f"Unknown exporter {name!r}: expected 'final', 'latest' or 'best'.")
     return out
@@ -171,6 +183,21 @@ class TrainEvalResult:
     exports: dict
     stopped_early: bool
     global_step: int
+
+
+def last_evaluated_step(model_dir: str) -> int | None:
+    """The global step of the last completed evaluation (with its exports) in `model_dir`."""
+    state = read_state(os.path.join(model_dir, EVAL_STATE_FILE))
+    step = state.get("step")
+    return int(step) if isinstance(step, int) else None
+
+
+def due_evaluation_missing(model_dir: str, step: int, cadence: EvalCadence) -> bool:
+    """Whether a job resuming at `step` owes that step's evaluation: it is an evaluation step
+    before `max_steps` (the final evaluation happens anyway) that no evaluation completed."""
+    if step <= 0 or (cadence.max_steps is not None and step >= cadence.max_steps):
+        return False
+    return cadence.eval_due(step, stop_requested=False) and last_evaluated_step(model_dir) != step
 
 
 def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None) -> TrainEvalResult:
@@ -202,13 +229,26 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         history.append({"step": at_step, **result})
         for hook in hooks:
             hook.after_eval(at_step, result)
+        fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
             path = exporter.after_eval(estimator, at_step, result)
             if path:
                 exports[exporter.name] = path
                 for hook in hooks:
                     hook.after_export(at_step, path)
+        # Written once the evaluation AND its exports are done: a run killed in between redoes both.
+        atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
         return result
+
+    if eval_spec and due_evaluation_missing(estimator.model_dir, step, cadence):
+        # The previous run saved this checkpoint and was killed before its evaluation (and its
+        # best export): without this, that evaluation would be skipped for good.
+        logger.warning("the checkpoint at step %d has no evaluation (the run that saved it stopped before it): "
+                       "evaluating it before training on", step)
+        metrics = evaluate(step)
+        if stopper and stopper.update(step, metrics):
+            stopped_early = True
+            max_steps = step  # trains no further; the end (final exports) runs as usual
 
     while max_steps is None or step < max_steps:
         target = cadence.segment_end(step)

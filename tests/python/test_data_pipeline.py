@@ -64,13 +64,28 @@ def test_train_batches_are_static_repeated_and_shuffled():
     assert np.bincount(labels, minlength=3).min() >= 8
 
 
-def test_shuffle_is_seeded_and_reseeded_by_start_step():
-    def order(**params):
-        return collect(make_input_fn(MNIST, "train")({"batch_size": 4, **params}).take(3))[1].tolist()
+@pytest.mark.parametrize("extra", [{}, {"augment": {"flip_left_right": True, "brightness": 0.2, "contrast": [0.5, 1.5]}},
+                                   {"cache_decoded": True, "augment": {"flip_left_right": True, "brightness": 0.2}},
+                                   {**FLOWERS, "augment": {"random_crop": True, "flip_left_right": True,
+                                                           "brightness": 0.25, "contrast": [0.2, 1.8]}}],
+                         ids=["plain", "augmented", "cache_decoded", "flowers_augmented"])
+def test_start_step_positions_the_seeded_stream_exactly(extra):
+    """Issue 13.7: a resumed training's input (start_step = the checkpoint's step) continues the
+    uninterrupted run's stream: same records, same augmentation (keyed by position), not a reseeded order."""
+    fn = make_input_fn({**MNIST, **extra}, "train")
 
-    assert order(seed=1) == order(seed=1)
-    first = order(seed=1, start_step=0)
-    assert order(seed=1, start_step=100) != first  # a resumed run sees a fresh order
+    def batches(n, **params):
+        return [(f["image"].numpy(), lab.numpy()) for f, lab in fn({"batch_size": 4, "seed": 1, **params}).take(n)]
+
+    whole = batches(10)
+    for start, replicas in ((0, 1), (6, 1), (3, 2)):  # 2 replicas: each step took 2 batches from this pipeline
+        resumed = batches(10 - start * replicas, start_step=start, num_replicas=replicas)
+        for (image, label), (image_ref, label_ref) in zip(resumed, whole[start * replicas:], strict=True):
+            np.testing.assert_array_equal(image, image_ref)
+            np.testing.assert_array_equal(label, label_ref)
+    assert fn.skips_to_start_step  # skipped before decoding, not by the Estimator after it
+    other_seed = [lab.numpy().tolist() for _, lab in fn({"batch_size": 4, "seed": 2}).take(3)]
+    assert other_seed != [lab.tolist() for _, lab in whole[:3]]
 
 
 def test_window_shuffle_permutes_each_window_reproducibly():

@@ -76,6 +76,53 @@ test_that("tpu_predict() takes arrays, matrices, lists and TFRecord files and na
   expect_equal(nrow(pr), 360L)
 })
 
+test_that("tpu_evaluate() on an export: metrics, per-class table, confusion matrix, a run record", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  runs <- file.path(digits_cache$dir, "eval-runs")
+  m <- quietly(tpu_evaluate(run$export_dir, runs_dir = runs))
+  expect_equal(m$accuracy, run$metrics$accuracy, tolerance = 1e-6)
+  expect_equal(m$log_loss, run$metrics$loss, tolerance = 1e-4)
+  expect_true(m$auc > 0.9 && m$auc <= 1)
+  expect_identical(m$num_examples, 360L)
+  expect_s3_class(m$per_class, "data.frame")
+  expect_identical(names(m$per_class), c("class_id", "class", "precision", "recall", "f1", "support"))
+  expect_identical(m$per_class$class, as.character(0:9))
+  expect_identical(dim(m$confusion_matrix), c(10L, 10L))
+  expect_identical(sum(m$confusion_matrix), 360L)
+  expect_equal(sum(diag(m$confusion_matrix)) / 360, m$accuracy, tolerance = 1e-12)
+  expect_identical(as.integer(unname(rowSums(m$confusion_matrix))), m$per_class$support)
+  expect_tfruns_run(m$run_dir)
+  expect_true(file.exists(file.path(m$run_dir, "confusion_matrix.png")))
+  expect_identical(nrow(utils::read.csv(file.path(m$run_dir, "per_class.csv"))), 10L)
+  m2 <- quietly(tpu_evaluate(run$export_dir, data = file.path(digits_cache$dir, "example", "eval.tfrecord"),
+                             record = FALSE))
+  expect_identical(m2$confusion_matrix, m$confusion_matrix)
+  expect_null(m2$run_dir)
+  expect_error(tpu_evaluate(run$export_dir, record = NA), "`record` must be TRUE or FALSE")
+  expect_error(tpu_evaluate(run$export_dir, data = 3), "`data` must be NULL or a glob")
+})
+
+test_that("tpu_predict() streams TFRecord files and patterns, into a data frame or a file", {
+  skip_if_no_tpuestimator()
+  run <- digits_run()
+  example <- file.path(digits_cache$dir, "example")
+  p <- quietly(tpu_predict(run$export_dir, file.path(example, "*.tfrecord"), batch_size = 500L))
+  expect_identical(nrow(p), 1797L)
+  expect_identical(names(p)[1:4], c("source", "index", "class_id", "class"))
+  expect_identical(p$index[p$source == p$source[1]], seq_len(360L) - 1L)
+  expect_equal(rowSums(p[paste0("prob_", 0:9)]), rep(1, 1797), tolerance = 1e-4)
+  out <- file.path(digits_cache$dir, "preds.csv")
+  expect_identical(quietly(tpu_predict(run$export_dir, file.path(example, "eval.tfrecord"), out = out)), out)
+  written <- utils::read.csv(out)
+  expect_identical(nrow(written), 360L)
+  expect_identical(written$class_id, p$class_id[p$source == normalizePath(file.path(example, "eval.tfrecord"))])
+  expect_error(tpu_predict(run$export_dir, file.path(example, "eval.tfrecord"), out = "p.txt"), "`out` must be")
+  expect_error(tpu_predict(run$export_dir, array(0, c(1, 8, 8, 1)), out = out), "`out` must be NULL unless")
+  expect_error(tpu_predict(run$export_dir, file.path(example, "eval.tfrecord"), batch_size = 0L), "batch_size")
+  expect_error(quietly(tpu_predict(run$export_dir, file.path(example, "none-*.tfrecord"))), "none-")
+})
+
 test_that("tpu_export() writes a SavedModel and a TFLite file", {
   skip_if_no_tpuestimator()
   run <- digits_run()
@@ -86,6 +133,29 @@ test_that("tpu_export() writes a SavedModel and a TFLite file", {
   lite <- quietly(tpu_export(run, file.path(digits_cache$dir, "lite"), format = "tflite"))
   expect_match(lite, "\\.tflite$")
   expect_gt(file.size(lite), 1000)
+  expect_true(attr(lite, "tflite")$passed)
+  expect_lte(attr(lite, "tflite")$max_abs_diff, 1e-4)
+  # dynamic-range quantization with warmup requests: the verification comes back as an attribute
+  small <- quietly(tpu_export(run, file.path(digits_cache$dir, "lite"), format = "tflite", quantize = "dynamic",
+                              warmup = 2L))
+  expect_match(small, "-dynamic\\.tflite$")
+  report <- attr(small, "tflite")
+  expect_gte(report$top1_agreement, 0.99)
+  expect_lt(report$tflite_bytes, attr(lite, "tflite")$tflite_bytes / 2)
+  expect_true(file.exists(file.path(attr(small, "saved_model"), "assets.extra", "tf_serving_warmup_requests")))
+})
+
+test_that("tpu_export() checks format, quantize and warmup before calling Python", {
+  expect_error(tpu_export("nowhere", tempfile(), format = "onnx"), "should be one of")
+  expect_error(tpu_export("nowhere", tempfile(), format = "tflite", quantize = "int4"),
+               paste("`quantize` must be NULL or one of \"none\", \"dynamic\", \"float16\", \"int8\".",
+                     "Received: quantize = \"int4\""), fixed = TRUE)
+  expect_error(tpu_export("nowhere", tempfile(), quantize = "int8"),
+               "`quantize` must be NULL unless format = \"tflite\"", fixed = TRUE)
+  expect_error(tpu_export("nowhere", tempfile(), warmup = -1L),
+               "`warmup` must be NULL or a whole number from 0 to 1000")
+  expect_error(tpu_export("nowhere", tempfile(), warmup = 2.5), "`warmup` must be a single whole number")
+  expect_error(tpu_export("nowhere", tempfile(), warmup = 1001L), "Received: warmup = 1001L")
 })
 
 test_that("tpu_check() reports TPU readiness", {

@@ -23,13 +23,18 @@ __all__ = [
     "callable_hook",
     "check_config",
     "check_report_dict",
+    "evaluate_export",
     "evaluate_job",
     "exception_classes",
     "export_job",
+    "export_model",
     "from_json",
     "job_result_dict",
     "predict",
+    "predict_files",
+    "predict_to_file",
     "quiet_tensorflow",
+    "run_cluster",
     "strings_to_numpy",
     "to_json",
     "tpuestimator_version",
@@ -148,11 +153,46 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     return _evaluate_job(model_dir, data_pattern=data_pattern)
 
 
+def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
+                    record: bool = True) -> dict:
+    """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
+    from tpuestimator.export_jobs import evaluate_export as _evaluate_export
+
+    return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
+
+
+def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
+    """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
+    from tpuestimator.export_jobs import predict_columns
+
+    return predict_columns(export_dir, list(files), batch_size=int(batch_size))
+
+
+def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
+    """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
+    from tpuestimator.export_jobs import predict_to_file as _predict_to_file
+
+    return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
+
+
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
     from tpuestimator.job import export_job as _export_job
 
     return _export_job(model_dir, export_dir, format=format)
+
+
+def export_model(model_dir: str, export_dir: str, format: str = "saved_model", quantize: str | None = None,
+                 warmup: int | None = None, representative_batches: int | None = None) -> dict:
+    """Exports the latest checkpoint in `model_dir`: `path`, `saved_model`, `tflite` (the .tflite's
+    verification report or None), `warmup_requests`."""
+    import dataclasses
+
+    from tpuestimator.model_dir_jobs import export_model as _export_model
+
+    result = _export_model(model_dir, export_dir, format=format, quantize=quantize, warmup=warmup,
+                           representative_batches=representative_batches)
+    return dataclasses.asdict(result)
 
 
 def predict(export_dir: str, features: Any) -> list[dict]:
@@ -193,3 +233,22 @@ def quiet_tensorflow(quiet: bool = True) -> None:
     from tpuestimator.console import quiet_tensorflow as _quiet_tensorflow
 
     _quiet_tensorflow(bool(quiet))
+
+
+def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps: int = 0, evaluator: bool = False,
+                restarts: int = 0, model_dir: str | None = None, runs_dir: str | None = None, export: bool = True,
+                resume: bool = False, verbose: bool = True) -> dict:
+    """`tpu_train(cluster = ...)`: the job as a local cluster (`local_cluster.cluster_job`).
+
+    The tasks' log lines arrive on reader threads, where calling back into R is unsafe, so
+    they go straight to the process's stderr (file descriptor 2) with their task prefix.
+    """
+    from tpuestimator.local_cluster import cluster_job
+
+    def on_line(task, line: str) -> None:
+        if verbose:
+            os.write(2, f"[{task.name}] {line}\n".encode("utf-8", "replace"))
+
+    return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
+                       evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
+                       export=bool(export), resume=bool(resume), on_line=on_line)

@@ -44,7 +44,8 @@ def run(args) -> int:
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
     result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
-                     export=not args.no_export, hooks=[bar], resume=args.resume)
+                     export=not args.no_export, hooks=[bar], resume=args.resume,
+                     handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
     bar.close()
     print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))
     if result.metrics:

@@ -2,7 +2,11 @@
 
 JPEG/PNG images (flowers format) are augmented one by one right after decoding, where the
 image is still in cache (`make_image_augmenter`); raw-pixel images (mnist format) are
-augmented per batch, vectorised (`make_augmenter`). Both draw fresh randomness per image.
+augmented per batch, vectorised (`make_augmenter`). Both draw fresh randomness per image
+from STATELESS random ops keyed by a seed the pipeline derives from `run.seed` and the
+position of the batch (or image) in the training stream: the same example position gets the
+same augmentation in every run, however the parallel map is scheduled and whether the run
+was resumed from a checkpoint (which skips the batches before it without augmenting them).
 """
 from __future__ import annotations
 
@@ -19,6 +23,17 @@ def scale_pixels(unit_images: tf.Tensor, scale: str) -> tf.Tensor:
     return unit_images
 
 
+# Keeps the augmentation's random streams apart from the window shuffle's (pipeline.window_shuffle),
+# which is keyed by the same run seed.
+_AUGMENT_STREAM = 0x5EED
+
+
+def position_seed(seed: int, index: tf.Tensor) -> tf.Tensor:
+    """The stateless seed (int64 [2]) of the batch or image at `index` in the training stream."""
+    base = tf.constant([int(seed), _AUGMENT_STREAM], tf.int64)
+    return tf.random.experimental.stateless_fold_in(base, tf.cast(index, tf.int64), alg="philox")
+
+
 def augmentation_active(section: Mapping[str, Any]) -> bool:
     """Whether train mode augments: an image format with any `data.augment` switch on."""
     aug = section.get("augment") or {}
@@ -28,8 +43,9 @@ def augmentation_active(section: Mapping[str, Any]) -> bool:
 def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
     """Train-time augmentation of a batch of raw-pixel images (mnist format): flip, brightness, contrast.
 
-    Random per image, vectorised over the batch. Returns None for JPEG/PNG formats (see
-    `make_image_augmenter`) or when nothing is switched on.
+    `augment(features, labels, seed)`: `seed` is an int64 [2] tensor (stateless randomness,
+    module docstring). Random per image, vectorised over the batch. Returns None for JPEG/PNG
+    formats (see `make_image_augmenter`) or when nothing is switched on.
     """
     aug = section.get("augment") or {}
     if not augmentation_active(section) or section["format"] == "flowers":
@@ -39,15 +55,16 @@ def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
     contrast = aug.get("contrast")
     scale = section["image"]["scale"]
 
-    def augment(features, labels):
+    def augment(features, labels, seed):
         x = features["image"]
         b = tf.shape(x)[0]
+        seeds = tf.random.experimental.stateless_split(seed, 3)  # one independent stream per transform
         if flip:
-            x = tf.image.random_flip_left_right(x)
+            x = tf.image.stateless_random_flip_left_right(x, seeds[0])
         if brightness:
-            x = x + tf.random.uniform([b, 1, 1, 1], -brightness, brightness)
+            x = x + tf.random.stateless_uniform([b, 1, 1, 1], seeds[1], -brightness, brightness)
         if contrast:
-            factor = tf.random.uniform([b, 1, 1, 1], float(contrast[0]), float(contrast[1]))
+            factor = tf.random.stateless_uniform([b, 1, 1, 1], seeds[2], float(contrast[0]), float(contrast[1]))
             mean = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
             x = (x - mean) * factor + mean
         if brightness or contrast:
@@ -60,13 +77,14 @@ def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
 
 
 def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
-    """Seed 000's train-time augmentation for one decoded JPEG/PNG image (flowers format).
+    """TPUEstimator's flowers example's train-time augmentation for one decoded JPEG/PNG image (flowers format).
 
-    `augment_image(image [H, W, c] of any size, max_value) -> float32 [h, w, c]` (scaled per
+    `augment_image(image [H, W, c] of any size, max_value, seed) -> float32 [h, w, c]` (scaled per
     data.image.scale): a random (h, w) crop of the image resized to (h+10, w+10) (as the flowers example;
     one `crop_and_resize` measured 2x slower), a random left-right flip, random brightness
     and contrast, then clipping to [0, 1]. Per image, so the work stays in cache (a batched
     version measured 2x slower); returns None when nothing is on or the format is not flowers.
+    `seed` is an int64 [2] tensor (stateless randomness, module docstring).
     """
     aug = section.get("augment") or {}
     if not augmentation_active(section) or section["format"] != "flowers":
@@ -82,20 +100,21 @@ def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
     # the flowers example: resize to (h + 10, w + 10), then a random (h, w) crop
     size = [height + 10, width + 10] if crop else [height, width]
 
-    def augment_image(img: tf.Tensor, max_value: float = 255.0) -> tf.Tensor:
+    def augment_image(img: tf.Tensor, max_value: float, seed: tf.Tensor) -> tf.Tensor:
         if img.shape[0] != size[0] or img.shape[1] != size[1]:
             x = tf.image.resize(img, size, method="bilinear")  # on the uint8s: 2x faster on large photos
         else:
             x = tf.cast(img, tf.float32)
         x = x * (1.0 / max_value)
+        seeds = tf.random.experimental.stateless_split(seed, 4)  # one independent stream per transform
         if crop:
-            x = tf.image.random_crop(x, [height, width, channels])
+            x = tf.image.stateless_random_crop(x, [height, width, channels], seeds[0])
         if flip:
-            x = tf.image.random_flip_left_right(x)
+            x = tf.image.stateless_random_flip_left_right(x, seeds[1])
         if brightness:
-            x = x + tf.random.uniform([], -brightness, brightness)
+            x = x + tf.random.stateless_uniform([], seeds[2], -brightness, brightness)
         if contrast:
-            x = tf.image.random_contrast(x, float(contrast[0]), float(contrast[1]))
+            x = tf.image.stateless_random_contrast(x, float(contrast[0]), float(contrast[1]), seeds[3])
         if brightness or contrast:
             x = tf.clip_by_value(x, 0.0, 1.0)
         return tf.ensure_shape(scale_pixels(x, scale), [height, width, channels])

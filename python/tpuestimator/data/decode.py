@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
-from tpuestimator.data.augment import augmentation_active, scale_pixels
+from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -106,11 +106,12 @@ class BatchDecoder:
     def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(serialized, self.pspec)
 
-    def decode_one(self, record: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    def decode_one(self, record: dict[str, tf.Tensor], seed: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        """One parsed record -> decoded (and, with a per-image augmenter, augmented with `seed`)."""
         out = dict(record)
         for key, (shape, ratio) in self.encoded.items():
             if self.image_augment is not None and key == specs.FLOWERS_IMAGE_KEY:
-                out[key] = self.image_augment(_decode_pixels(record[key], shape[2], ratio), 255.0)
+                out[key] = self.image_augment(_decode_pixels(record[key], shape[2], ratio), 255.0, seed)
             else:
                 out[key] = _decode_image(record[key], shape, ratio)
         return out
@@ -162,20 +163,40 @@ class BatchDecoder:
         return self.finish(parsed)
 
     def batches(self, ds: tf.data.Dataset, batch_size: int, *, drop_remainder: bool,
-                augment: Callable | None = None, batched: bool = False) -> tf.data.Dataset:
+                augment: Callable | None = None, post: Callable | None = None, batched: bool = False,
+                seed: int = 0, first_batch: int = 0) -> tf.data.Dataset:
         """Serialized records (or, with `batched`, batches of them) -> decoded `(features, labels)` batches.
 
-        `augment(features, labels)` runs on each decoded batch when given.
+        `augment(features, labels, seed)` runs on each decoded batch when given, then
+        `post(features, labels)`. The stateless seeds of `augment` and of the per-image
+        augmenter come from `seed` and the batch's (image's) position in the stream, counted
+        from `first_batch` (the batches a resumed training skipped), so a position is
+        augmented the same way in every run.
         """
-        finish = self.finish if augment is None else (lambda p: augment(*self.finish(p)))
+        def finish(parsed, index=None):
+            features, labels = self.finish(parsed)
+            if augment is not None:
+                features, labels = augment(features, labels, position_seed(seed, index))
+            return (features, labels) if post is None else post(features, labels)
+
         if not batched:
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         if self.encoded:  # JPEG/PNG: parse per batch, decode (and augment) each image in parallel
             ds = ds.map(self.parse, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-            ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
+            if self.image_augment is not None:
+                ds = ds.enumerate(start=first_batch * batch_size).map(
+                    lambda i, record: self.decode_one(record, position_seed(seed, i)),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+            else:
+                ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-            return ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.map(lambda s: finish(self.parse(s)), num_parallel_calls=tf.data.AUTOTUNE)
+            parse = None
+        else:
+            parse = self.parse
+        if augment is None:
+            return ds.map(lambda s: finish(parse(s) if parse else s), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.enumerate(start=first_batch).map(lambda i, s: finish(parse(s) if parse else s, i),
+                                                   num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def make_batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
@@ -211,6 +232,56 @@ def parse_serialized(data_section: Mapping[str, Any], serialized: tf.Tensor) -> 
     """Eval-mode features of a batch of serialized `tf.Example`s (for a serving signature)."""
     section = specs.resolve_section(data_section)
     features, _ = make_batch_decoder(section, "predict")(tf.convert_to_tensor(serialized))
+    return features
+
+
+def image_input(data_section: Mapping[str, Any]) -> tuple[str, list[int], int, str] | None:
+    """The one image input of an image model: (feature name, [height, width, channels], JPEG
+    decode ratio, record kind), or None when the data is not one image (tabular or several
+    features). Record kind: "raw" (raw pixel bytes in the records) or "encoded" (JPEG/PNG)."""
+    section = specs.resolve_section(data_section)
+    fmt = section["format"]
+    img = section.get("image") or {}
+    if fmt == "mnist":
+        return "image", [img["height"], img["width"], img["channels"]], 1, "raw"
+    if fmt == "flowers":
+        return "image", [img["height"], img["width"], img["channels"]], int(img.get("decode_ratio", 1)), "encoded"
+    features = specs.record_features(section, with_label=False)
+    if len(features) == 1:
+        name, fspec = next(iter(features.items()))
+        if fspec["kind"] in ("raw_image", "jpeg", "png"):
+            return name, list(fspec["image_shape"]), 1, "raw" if fspec["kind"] == "raw_image" else "encoded"
+    return None
+
+
+def image_bytes_features(data_section: Mapping[str, Any], images: tf.Tensor) -> dict[str, tf.Tensor]:
+    """A batch of JPEG/PNG strings -> the features an image model saw in evaluation (for a serving
+    signature taking raw image bytes): each image decoded with the channels of the data, resized
+    (bilinear) to its height and width, scaled by `data.image.scale`, checked by `data.assertions`
+    — the eval decoder's own steps (`BatchDecoder.decode_batch` + `finish` for JPEG/PNG records).
+
+    Raises:
+      DataError: when the data is not one image per example.
+    """
+    section = specs.resolve_section(data_section)
+    found = image_input(section)
+    if found is None:
+        raise DataError("Raw image bytes need an image model: data.format 'mnist' or 'flowers', or one "
+                        "image feature in data.features.")
+    name, shape, ratio, kind = found
+    decoder = make_batch_decoder(section, "predict")
+    images = tf.convert_to_tensor(images, tf.string)
+    if kind == "encoded":  # the records hold JPEG/PNG: exactly the eval path from the parsed bytes on
+        key = specs.FLOWERS_IMAGE_KEY if section["format"] == "flowers" else name
+        features, _ = decoder.finish(decoder.decode_batch({key: images}))
+        return features
+    # Raw-pixel records: the eval path decodes uint8 pixels and scales them by 1/255; decoding the
+    # image file to uint8 (resized when its size differs) then scaling is the same computation.
+    pixels = tf.map_fn(lambda d: _decode_image(d, shape, ratio), images,
+                       fn_output_signature=tf.TensorSpec(shape, tf.float32))
+    features = {name: scale_pixels(pixels, (section.get("image") or {}).get("scale", "unit"))}
+    if decoder.assertions:
+        features = apply_assertions(features, decoder.assertions, decoder.fmt)
     return features
 
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
-from tpuestimator.data.augment import make_augmenter, make_image_augmenter
+from tpuestimator.data.augment import make_augmenter, make_image_augmenter, position_seed
 from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported)
     DECODE_BATCH,
     BatchDecoder,
@@ -29,6 +29,7 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
 from tpuestimator.errors import DataError
+from tpuestimator.input_position import SKIPS_ATTRIBUTE, batches_before_step
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
 
     Returns:
       `input_fn(params)`; `params` holds `batch_size` (per replica), `input_context`
-      (`tf.distribute.InputContext` or None), `seed`, `start_step` and optionally
+      (`tf.distribute.InputContext` or None), `seed`, `start_step` (train: the stream starts
+      at the batch that global step trains on, `tpuestimator.input_position`) and optionally
       `num_classes` (used to assert labels are in range when the data names no vocabulary).
 
     Raises:
@@ -64,20 +66,29 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
         params = dict(params or {})
         batch_size = int(params["batch_size"])
         classes = n_classes if n_classes is not None else params.get("num_classes")
+        skip = batches_before_step(params) if mode == "train" else 0
+        if skip:
+            log.info("resuming the input at step %d: skipping %d batches of records before decoding",
+                     int(params["start_step"]), skip)
+        # The same seed in every run, resumed or not: exact resume (tpuestimator.input_position).
         return build_dataset(section, mode, pattern, batch_size=batch_size,
-                             input_context=params.get("input_context"),
-                             seed=int(params.get("seed") or 0) + int(params.get("start_step") or 0),
-                             num_classes=classes)
+                             input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
+                             num_classes=classes, skip_batches=skip)
 
     input_fn.data_section = section  # for error translation by the caller
     input_fn.mode = mode
+    setattr(input_fn, SKIPS_ATTRIBUTE, True)  # it skips to params["start_step"] itself, before decoding
     return input_fn
 
 
 def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str], *, batch_size: int,
                   input_context: Any = None, seed: int = 0, num_classes: int | None = None,
-                  check_first_record: bool = True) -> tf.data.Dataset:
-    """The dataset `input_fn` returns (see module docstring); `section` must be resolved."""
+                  check_first_record: bool = True, skip_batches: int = 0) -> tf.data.Dataset:
+    """The dataset `input_fn` returns (see module docstring); `section` must be resolved.
+
+    Train mode: the stream of batches is a function of `seed` alone, and starts after its
+    first `skip_batches` batches (a resumed training), skipped before decoding.
+    """
     train = mode == "train"
     files = list_files(pattern)
     _check_not_empty(files, pattern)
@@ -113,8 +124,9 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
                            deterministic=bool(section["deterministic"]))
     else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
         ds = ds.interleave(read, cycle_length=cycle, block_length=1)
-    if record_shard:  # whole chunks per pipeline: still a disjoint split
-        ds = ds.shard(*record_shard)
+    if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
+        # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
+        ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
     if section.get("cache"):
         ds = ds.cache()
 
@@ -130,20 +142,29 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         ds = ds.unbatch().cache()
         if train:
             ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+            if skip_batches:  # decoded already: skipping costs the shuffle only
+                ds = ds.skip(skip_batches * batch_size)
         if image_aug is not None:
-            ds = ds.map(lambda f, lab: ({**f, "image": image_aug(f["image"], 1.0)}, lab),
-                        num_parallel_calls=tf.data.AUTOTUNE)
+            ds = ds.enumerate(start=skip_batches * batch_size).map(
+                lambda i, element: ({**element[0], "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
+                                    element[1]),
+                num_parallel_calls=tf.data.AUTOTUNE)
         ds = ds.batch(batch_size, drop_remainder=train)
-        post = _compose(batch_aug, static)
-        if post is not None:
-            ds = ds.map(post, num_parallel_calls=tf.data.AUTOTUNE)
+        if batch_aug is not None:
+            ds = ds.enumerate(start=skip_batches).map(
+                lambda i, element: static(*batch_aug(*element, position_seed(seed, i))),
+                num_parallel_calls=tf.data.AUTOTUNE)
+        elif static is not None:
+            ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
     else:
         if train:
             ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, seed)
+            if skip_batches:  # batches of serialized records: skipped without parsing or decoding
+                ds = ds.skip(skip_batches)
         else:
             ds = ds.rebatch(batch_size, drop_remainder=False)
-        ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=_compose(batch_aug, static),
-                             batched=True)
+        ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
+                             seed=seed, first_batch=skip_batches)
     if section.get("transpose_input"):
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
@@ -172,19 +193,6 @@ def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: 
     ds = chunks.rebatch(window, drop_remainder=True).enumerate()
     ds = ds.map(permute, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.rebatch(batch_size, drop_remainder=True)
-
-
-def _compose(*fns):
-    """f(features, labels) pipelines: the given functions (None skipped) applied in order."""
-    fns = [f for f in fns if f is not None]
-    if not fns:
-        return None
-
-    def run(features, labels):
-        for f in fns:
-            features, labels = f(features, labels)
-        return features, labels
-    return run
 
 
 def _check_not_empty(files: list[str], pattern) -> None:

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tpuestimator.input_position import train_dataset
 from tpuestimator.spec import Mode, split_element
 from tpuestimator.tracing import device_function
 
@@ -289,7 +290,7 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
     try:
         replay.restore(latest)
         replay.rename(original, original_state)
-        dataset = input_fn(params).skip((start - origin) * replicas)
+        dataset = train_dataset(input_fn, params).skip((start - origin) * replicas)
         iterator = iter(dataset)
         finding = Finding(False, start_checkpoint=latest)
         for step in range(start + 1, fail_step + 1):

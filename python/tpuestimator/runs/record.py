@@ -67,8 +67,10 @@ OWNER_FILE = "owner.json"
 _RESERVED = {naming.RECORD_DIR, "logs", "plots"}
 # Keys of a metrics dict that are the x axis, not metrics.
 _STEP_NAMES = {"step", "global_step", "epoch"}
-# Seconds between two `heartbeat()` writes of ``end``.
-HEARTBEAT_S = 5.0
+# Seconds between two `heartbeat()` writes of ``global_step`` and ``end`` (called at every loop
+# boundary: a killed run shows its progress to within this; the writes skip the fsync, and
+# cost under 1% of a loop-bound training, benchmarks/hooks_results.md).
+HEARTBEAT_S = 0.5
 # The run's console log (copied into properties/output, where tfruns's viewer shows it).
 OUTPUT_LOG = "output.log"
 
@@ -371,9 +373,9 @@ class RunRecorder:
     def eval_logs_dir(self) -> Path:
         return self.logs_dir / "eval"
 
-    def _write_property(self, name: str, text: str) -> None:
+    def _write_property(self, name: str, text: str, *, sync: bool = True) -> None:
         # One value per file, ending with a newline as R's writeLines() writes it (rule 9).
-        atomic_write_text(self.properties_dir / name, text if text.endswith("\n") else text + "\n")
+        atomic_write_text(self.properties_dir / name, text if text.endswith("\n") else text + "\n", sync=sync)
 
     def set_properties(self, **kv: Any) -> None:
         """Writes properties, one file each (None values are skipped; booleans as TRUE/FALSE).
@@ -396,19 +398,20 @@ class RunRecorder:
                     continue
                 self._write_property(name, property_text(value))
 
-    def _touch_end(self) -> None:
-        self._write_property("end", f"{time.time():.3f}")
+    def _touch_end(self, *, sync: bool = True) -> None:
+        self._write_property("end", f"{time.time():.3f}", sync=sync)
         self._last_beat = time.monotonic()
 
     def heartbeat(self, step: int | None = None) -> None:
-        """Moves ``end`` forward (at most every `HEARTBEAT_S` seconds), so that a run killed
-        between two evaluations still shows how long it ran. Called after every training loop."""
+        """Writes the progress: ``global_step`` and ``end`` (at most every `HEARTBEAT_S` seconds),
+        so that a run killed between two evaluations still shows how far and how long it ran.
+        Called at every training loop boundary."""
         with self._lock:
             if self._state != "running" or time.monotonic() - self._last_beat < HEARTBEAT_S:
                 return
             if step is not None:
-                self._write_property("global_step", property_text(int(step)))
-            self._touch_end()
+                self._write_property("global_step", property_text(int(step)), sync=False)
+            self._touch_end(sync=False)
 
     def _write_output(self) -> None:
         """Copies the run's console log into ``properties/output`` (tfruns's Output tab).
@@ -633,9 +636,32 @@ class RunRecorder:
             self._write_property("completed", "FALSE")
             self._state = "failed"
 
+    def interrupt(self, reason: str, *, step: int | None = None, plots: bool = True) -> None:
+        """Marks the run interrupted (SIGTERM/SIGINT, an interrupt from R): the ``interrupted``
+        property says why and where a rerun resumes, ``completed=FALSE``, no error.json (the
+        run did not fail: a rerun continues it). Readers show the status ``interrupted``.
+
+        Args:
+          reason: one line, e.g. "SIGTERM at global step 120; checkpoint .../ckpt-120 saved".
+          step: the global step reached, written as ``global_step`` when given.
+        """
+        with self._lock:
+            if self._state != "running":
+                logger.warning("Run %s already ended (%s); interrupt() ignored.", self.name, self._state)
+                return
+            self._write_property("interrupted", reason)
+            if step is not None:
+                self._write_property("global_step", property_text(int(step)))
+            if plots:
+                self._finish_plots()
+            self._write_output()
+            self._touch_end()
+            self._write_property("completed", "FALSE")
+            self._state = "interrupted"
+
     @property
     def state(self) -> str:
-        """``running``, ``completed`` or ``failed``."""
+        """``running``, ``completed``, ``failed`` or ``interrupted``."""
         return self._state
 
     def __enter__(self) -> RunRecorder:

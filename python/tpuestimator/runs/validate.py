@@ -96,6 +96,9 @@ def _check_properties(props_dir: Path, problems: list[str]) -> dict[str, str]:
     if not props.get("script", "").strip():
         problems.append("tfruns.d/properties/script: missing or empty (rule 2: view_run() and compare_runs() "
                         "need it)")
+    if props.get("interrupted", "").strip() and props.get("completed", "").strip() == "TRUE":
+        problems.append("tfruns.d/properties/interrupted: set on a completed run (an interrupted run keeps "
+                        "completed FALSE: RunRecorder.interrupt)")
     start, end = _number(props.get("start", "").strip()), _number(props.get("end", "").strip())
     if start is not None and end is not None and end < start:
         problems.append(f"tfruns.d/properties/end: {end} is before start {start}")

@@ -1,0 +1,344 @@
+"""A local cluster: each task a `tpuestimator train` process with its own `TF_CONFIG`.
+
+Process orchestration of TensorFlow's own engine, nothing more: the tasks find each other
+through `TF_CONFIG` on free loopback ports and TensorFlow (MultiWorkerMirroredStrategy,
+ParameterServerStrategy, the side-car evaluator) does the rest; no RPC of our own.
+`tpuestimator cluster` and R's `tpu_train(cluster = ...)` call `run_local_cluster`; the
+Kubernetes manifest (`kubernetes.py`) uses the same `cluster_layout`.
+
+A MultiWorkerMirroredStrategy cluster cannot lose one worker and go on: its collectives
+need every worker. So on a task's failure every task is stopped and, with `restarts`, the
+whole cluster starts again on fresh ports; the chief's latest checkpoint is where training
+resumes (every worker restores it, `checkpointing.restore`).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from tpuestimator.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+# Lines of each task's log kept for the failure report and the chief's summary.
+LAST_LINES = 40
+# Seconds a task gets to stop after SIGTERM before SIGKILL.
+STOP_GRACE_S = 5.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterShape:
+    """How many tasks of each kind. `ps > 0` adds a `chief` (ParameterServerStrategy's
+    coordinator); without it worker 0 is the chief (MultiWorkerMirroredStrategy)."""
+
+    workers: int
+    ps: int = 0
+    evaluator: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1:
+            raise ConfigError("--workers", self.workers, "a whole number of training workers, at least 1")
+        if not isinstance(self.ps, int) or isinstance(self.ps, bool) or self.ps < 0:
+            raise ConfigError("--ps", self.ps, "a whole number of parameter servers, 0 or more")
+        if not isinstance(self.evaluator, bool):
+            raise ConfigError("--evaluator", self.evaluator, "true or false")
+
+    def tasks(self) -> list[tuple[str, int]]:
+        """(task type, index) of every task, the chief first."""
+        out = [("chief", 0)] if self.ps else []
+        out += [("worker", i) for i in range(self.workers)]
+        out += [("ps", i) for i in range(self.ps)]
+        return out + ([("evaluator", 0)] if self.evaluator else [])
+
+    def check_strategy(self, strategy: str) -> None:
+        """The `run.strategy` the cluster's roles need (ConfigError otherwise)."""
+        if self.ps and strategy != "parameter_server":
+            raise ConfigError("run.strategy", strategy,
+                              "parameter_server with --ps (parameter servers serve ParameterServerStrategy); "
+                              "drop --ps for multi_worker (synchronous all-reduce across the workers)")
+        if not self.ps and strategy not in ("multi_worker", "auto"):
+            raise ConfigError("run.strategy", strategy,
+                              "multi_worker (or auto, which TF_CONFIG turns into multi_worker) for a cluster of "
+                              "workers (MultiWorkerMirroredStrategy), or parameter_server with --ps M")
+
+
+def cluster_layout(shape: ClusterShape, addresses: Callable[[str, int], str]) -> dict:
+    """TensorFlow's `cluster` dict: {task type: [address, ...]} (the evaluator stays out,
+    as TensorFlow expects of a side-car)."""
+    cluster: dict = {}
+    for kind, index in shape.tasks():
+        if kind != "evaluator":
+            cluster.setdefault(kind, []).append(addresses(kind, index))
+    return cluster
+
+
+def tf_configs(shape: ClusterShape, cluster: dict) -> list[tuple[str, int, dict]]:
+    """(task type, index, TF_CONFIG dict) of every task."""
+    return [(kind, index, {"cluster": cluster, "task": {"type": kind, "index": index}})
+            for kind, index in shape.tasks()]
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """`n` distinct ports free on `host` right now (the OS picks them)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclasses.dataclass
+class Task:
+    """One running task: its name (`worker 1`), TF_CONFIG, process and last log lines."""
+
+    task_type: str
+    index: int
+    tf_config: dict
+    process: subprocess.Popen
+    last_lines: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=LAST_LINES))
+    reader: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type} {self.index}"
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterResult:
+    """How a local cluster ended. `returncode` 0, or the failed task's exit code (128 + the
+    signal for a task killed by a signal); `failed_task` and its `last_lines` when one failed;
+    `restarts` the whole-cluster restarts used."""
+
+    returncode: int
+    failed_task: str | None = None
+    last_lines: tuple[str, ...] = ()
+    restarts: int = 0
+    chief_lines: tuple[str, ...] = ()
+
+    def chief_summary(self) -> dict:
+        """What the chief's `tpuestimator train` printed at its end: `global_step`,
+        `model_dir`, `export_dir`, `run_dir` and the final evaluation's `metrics`."""
+        out: dict = {"metrics": {}}
+        in_metrics = False
+        for line in self.chief_lines:
+            if line.startswith("trained to global step "):
+                out["global_step"] = int(line.split()[4])
+            elif line == "final evaluation:":
+                in_metrics = True
+                continue
+            for label, key in (("checkpoints:", "model_dir"), ("export:", "export_dir"), ("run record:", "run_dir")):
+                if line.startswith(label):
+                    out[key] = line[len(label):].strip()
+            if in_metrics and line.startswith("  ") and len(line.split()) == 2:
+                name, value = line.split()
+                try:
+                    out["metrics"][name] = float(value) if "." in value or "e" in value else int(value)
+                except ValueError:
+                    out["metrics"][name] = value
+            elif in_metrics:
+                in_metrics = False
+        return out
+
+
+class LocalCluster:
+    """The processes of one start of a local cluster."""
+
+    def __init__(self, shape: ClusterShape, command: Sequence[str], *, env: dict | None = None,
+                 host: str = "127.0.0.1", on_line: Callable[[Task, str], None] | None = None):
+        self.shape = shape
+        self.command = list(command)
+        self.env = dict(os.environ if env is None else env)
+        self.host = host
+        self.on_line = on_line
+        self.tasks: list[Task] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> LocalCluster:
+        ports = iter(free_ports(len(self.shape.tasks()), self.host))
+        cluster = cluster_layout(self.shape, lambda kind, index: f"{self.host}:{next(ports)}")
+        for kind, index, tf_config in tf_configs(self.shape, cluster):
+            env = dict(self.env, TF_CONFIG=json.dumps(tf_config), PYTHONUNBUFFERED="1")
+            process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
+                                       start_new_session=True)  # Ctrl-C reaches us once, we stop the tasks
+            task = Task(task_type=kind, index=index, tf_config=tf_config, process=process)
+            task.reader = threading.Thread(target=self._read, args=(task,), name=f"log {task.name}", daemon=True)
+            task.reader.start()
+            self.tasks.append(task)
+        return self
+
+    def _read(self, task: Task) -> None:
+        for line in task.process.stdout:
+            line = line.rstrip("\n")
+            with self._lock:
+                task.last_lines.append(line)
+                if self.on_line is not None:
+                    self.on_line(task, line)
+
+    def ends_cluster(self, task: Task) -> bool:
+        """The tasks whose end is the cluster's end: the chief (with parameter servers; the ps
+        and worker tasks are servers that stop when it has gone) or every worker, and the
+        evaluator."""
+        return task.task_type in (("chief", "evaluator") if self.shape.ps else ("worker", "evaluator"))
+
+    def wait(self, poll_s: float = 0.2) -> ClusterResult:
+        """Waits until the tasks that end the cluster (`ends_cluster`) exit 0, then stops the
+        others; or until a task fails (exits non-zero), then stops every other task."""
+        while True:
+            for task in self.tasks:
+                code = task.process.poll()
+                if code not in (None, 0):
+                    self.stop()
+                    task.reader.join(timeout=5)
+                    return ClusterResult(returncode=code if code > 0 else 128 - code,
+                                         failed_task=task.name, last_lines=tuple(task.last_lines))
+            if all(t.process.poll() == 0 for t in self.tasks if self.ends_cluster(t)):
+                self.stop()
+                for task in self.tasks:
+                    task.reader.join(timeout=5)
+                chief = next(t for t in self.tasks if t.task_type in ("chief", "worker"))
+                return ClusterResult(returncode=0, chief_lines=tuple(chief.last_lines))
+            time.sleep(poll_s)
+
+    def stop(self) -> None:
+        """SIGTERM to every task still running, SIGKILL to those still there after a grace."""
+        running = [t for t in self.tasks if t.process.poll() is None]
+        for task in running:
+            _signal(task.process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for task in running:
+            try:
+                task.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal(task.process, signal.SIGKILL)
+                task.process.wait()
+
+
+def _signal(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # the task's own process group (start_new_session): only its processes
+    except ProcessLookupError:
+        pass
+
+
+def train_command(config: str, train_args: Sequence[str] = ()) -> list[str]:
+    """The command every task runs: the normal `tpuestimator train`, from this Python."""
+    return [sys.executable, "-m", "tpuestimator", "train", str(config), *train_args]
+
+
+def task_config(config: str, train_args: Sequence[str] = ()):
+    """The `JobConfig` every task will load: CONFIG with the train flags' `--set` overrides
+    (a bad config or override is a ConfigError here, before any process starts)."""
+    from tpuestimator.config import load_config
+
+    args = [str(a) for a in train_args]
+    sets = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set"]
+    sets += [a.split("=", 1)[1] for a in args if a.startswith("--set=")]
+    return load_config(config, sets)
+
+
+def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool = False,
+                      train_args: Sequence[str] = (), restarts: int = 0, env: dict | None = None,
+                      host: str = "127.0.0.1", on_line: Callable[[Task, str], None] | None = None,
+                      on_start: Callable[[LocalCluster, int], None] | None = None) -> ClusterResult:
+    """Runs `tpuestimator train CONFIG TRAIN_ARGS` as a local cluster until it ends.
+
+    Args:
+      config: the config file (its `run.strategy` must suit the shape: `multi_worker` or
+        `auto`, or `parameter_server` with `ps`).
+      workers, ps, evaluator: the tasks (`ClusterShape`).
+      train_args: more `tpuestimator train` arguments (`--set ...`, `--model-dir ...`).
+      restarts: how many times the whole cluster starts again after a task fails (training
+        resumes from the chief's latest checkpoint).
+      on_line: `on_line(task, line)` for each log line of each task (default: logged with a
+        `[worker 0]` prefix).
+      on_start: `on_start(cluster, attempt)` after each start (attempt 0 is the first).
+
+    Returns:
+      A `ClusterResult`. Ctrl-C stops every task and re-raises KeyboardInterrupt.
+    """
+    shape = ClusterShape(workers=workers, ps=ps, evaluator=evaluator)
+    if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
+        raise ConfigError("--restarts", restarts, "a whole number of whole-cluster restarts, 0 or more")
+    train_args = [str(a) for a in train_args]
+    shape.check_strategy(task_config(config, train_args).raw["run"]["strategy"])  # fails before any process starts
+    if on_line is None:
+        def on_line(task: Task, line: str) -> None:
+            logger.info("[%s] %s", task.name, line)
+    command = train_command(config, train_args)
+    attempt = 0
+    while True:
+        cluster = LocalCluster(shape, command, env=env, host=host, on_line=on_line).start()
+        try:
+            if on_start is not None:
+                on_start(cluster, attempt)
+            result = cluster.wait()
+        except BaseException:  # Ctrl-C (or a failing callback): no task outlives us
+            cluster.stop()
+            raise
+        if result.returncode == 0 or attempt >= restarts:
+            return dataclasses.replace(result, restarts=attempt)
+        attempt += 1
+        logger.warning("%s failed (exit %d); restarting the whole cluster from the latest checkpoint "
+                       "(restart %d of %d)", result.failed_task, result.returncode, attempt, restarts)
+
+
+def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, restarts: int = 0,
+                overrides: Sequence[str] = (), model_dir: str | None = None, runs_dir: str | None = None,
+                record: bool = True, export: bool = True, resume: bool = False,
+                on_line: Callable[[Task, str], None] | None = None) -> dict:
+    """`run_job`'s arguments, run as a local cluster (R's `tpu_train(cluster = ...)`).
+
+    `config` is a file path or a dict (written to a temporary YAML file the tasks read, its
+    data paths resolved first). Returns the chief's summary in `JobResult`'s fields
+    (`run_dir`, `model_dir`, `export_dir`, `metrics`, `global_step`, `history` empty) plus
+    `restarts`; a failed task raises `ClusterTaskError`.
+    """
+    import shutil
+    import tempfile
+
+    from tpuestimator.config import dump_config, load_config
+    from tpuestimator.errors import ClusterTaskError
+
+    overrides = [str(o) for o in overrides]
+    temp = None
+    if isinstance(config, (str, os.PathLike)):
+        path, train_args = str(config), [a for o in overrides for a in ("--set", o)]
+    else:  # a dict: the tasks read the resolved config from a file
+        temp = tempfile.mkdtemp(prefix="tpuestimator-cluster-config-")
+        path, train_args = os.path.join(temp, "config.yaml"), []
+        dump_config(load_config(config, overrides), path)
+    for flag, value in (("--model-dir", model_dir), ("--runs-dir", runs_dir)):
+        if value:
+            train_args += [flag, str(value)]
+    train_args += [flag for flag, on in (("--no-record", not record), ("--no-export", not export),
+                                         ("--resume", resume)) if on]
+    try:
+        result = run_local_cluster(path, workers=workers, ps=ps, evaluator=evaluator, train_args=train_args,
+                                   restarts=restarts, on_line=on_line)
+        cfg = task_config(path, train_args)
+    finally:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+    if result.returncode:
+        raise ClusterTaskError(result.failed_task, result.returncode, result.last_lines, result.restarts)
+    summary = result.chief_summary()
+    return {"run_dir": summary.get("run_dir"), "model_dir": summary.get("model_dir"),
+            "export_dir": summary.get("export_dir"), "metrics": summary["metrics"], "history": [],
+            "global_step": summary.get("global_step"), "config": cfg.to_dict(), "restarts": result.restarts}

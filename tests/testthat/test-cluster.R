@@ -1,0 +1,45 @@
+# tpu_train(cfg, cluster = ...): a local cluster of `tpuestimator train` processes, one TF_CONFIG
+# each (the same Python function as `tpuestimator cluster`).
+
+test_that("the cluster argument is checked before anything starts", {
+  cfg <- list(model = "linear")
+  expect_error(tpu_train(cfg, cluster = 2L), "`cluster` must be NULL or a named list with `workers`",
+               class = "tpuestimator_argument_error")
+  expect_error(tpu_train(cfg, cluster = list(ps = 1L)), "`cluster` must be", class = "tpuestimator_argument_error")
+  expect_error(tpu_train(cfg, cluster = list(workers = 2L, gpus = 1L)), "`evaluator`, `restarts`")
+  expect_error(tpu_train(cfg, cluster = list(workers = 1.5)), "`cluster\\$workers` must be a single whole number")
+  expect_error(tpu_train(cfg, cluster = list(workers = 0L)), "`cluster\\$workers` must be at least 1")
+  expect_error(tpu_train(cfg, cluster = list(workers = 2L, ps = -1L)), "`cluster\\$ps` must be 0 or more")
+  expect_error(tpu_train(cfg, cluster = list(workers = 2L, evaluator = "yes")),
+               "`cluster\\$evaluator` must be TRUE or FALSE")
+  expect_error(tpu_train(cfg, cluster = list(workers = 2L, restarts = -2L)), "`cluster\\$restarts` must be 0 or more")
+  expect_error(tpu_train(cfg, model_fn = function(params) NULL, cluster = list(workers = 2L)),
+               "`model_fn` must be NULL or a model name with `cluster`")
+  expect_error(tpu_train(cfg, hooks = function(event, info) NULL, cluster = list(workers = 2L)),
+               "`hooks` must be NULL with `cluster`")
+  expect_error(tpu_train(cfg, progress = function(event, info) NULL, cluster = list(workers = 2L)),
+               "`progress` must be NULL with `cluster`")
+})
+
+test_that("a config whose run.strategy is not multi_worker is refused before any process starts", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  err <- expect_error(quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L),
+                                        run.strategy = "cpu", verbose = FALSE)),
+                      class = "tpuestimator_config_error")
+  expect_match(conditionMessage(err), "run.strategy.*multi_worker")
+})
+
+test_that("two workers train the parity job from R and the chief's run comes back", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  out <- withr::local_tempdir()
+  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L),
+                           run.strategy = "multi_worker", train.max_steps = 20L, verbose = FALSE,
+                           model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs")))
+  expect_s3_class(run, "tpu_run")
+  expect_identical(run$global_step, 20L)
+  expect_identical(as.integer(run$metrics$num_examples), 24L)  # the parity eval split, each example once
+  expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
+  expect_identical(nrow(ls_runs(file.path(out, "runs"))), 1L)  # one run record: the chief's
+})

@@ -1,0 +1,62 @@
+# Issue 13.3 from R: tpu_train() runs the job inside the R process and installs no signal
+# handlers, so R's own Ctrl-C handling stays in charge. A Ctrl-C (SIGINT to the R process)
+# during training reaches Python as KeyboardInterrupt: the run is recorded "interrupted", the
+# model dir's lock is released, R gets its usual interrupt condition, and tpu_train() again
+# resumes from the last periodic checkpoint.
+
+test_that("Ctrl-C in R during tpu_train() records an interrupted run that a rerun resumes", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  child <- file.path(dir, "child.R")
+  writeLines(c(
+    "library(tpuestimatorr)",
+    "writeLines(as.character(Sys.getpid()), 'pid')",
+    sprintf("cfg <- '%s'", fixture_path("parity", "parity.yaml")),
+    "res <- tryCatch(",
+    "  tpu_train(cfg, train.max_steps = 1000000L, train.iterations_per_loop = 5L,",
+    "            train.save_checkpoints_steps = 100L, model_dir = 'm', runs_dir = 'runs', verbose = FALSE),",
+    "  interrupt = function(e) 'interrupt', error = function(e) conditionMessage(e))",
+    "writeLines(format(res)[1], 'outcome')"
+  ), child)
+  env <- c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)))
+  system2(file.path(R.home("bin"), "Rscript"), child, env = env, wait = FALSE, stdout = "child.log",
+          stderr = "child.log")
+  deadline <- Sys.time() + 180
+  while (!file.exists(file.path("m", "checkpoint")) && Sys.time() < deadline) Sys.sleep(0.2)
+  expect_true(file.exists(file.path("m", "checkpoint")), info = paste(readLines("child.log"), collapse = "\n"))
+  tools::pskill(as.integer(readLines("pid")), tools::SIGINT)
+  while (!file.exists("outcome") && Sys.time() < deadline) Sys.sleep(0.2)
+  expect_identical(readLines("outcome"), "interrupt")
+
+  runs <- ls_runs("runs")
+  expect_identical(runs$status, "interrupted")
+  expect_match(runs$interrupted, "KeyboardInterrupt")
+  expect_false(file.exists(file.path("m", "tpuestimator.lock")))
+  index <- readLines(file.path("m", "checkpoint"))
+  step <- as.integer(sub(".*ckpt-([0-9]+).*", "\\1", grep("^model_checkpoint_path", index, value = TRUE)))
+  expect_gte(step, 100L)
+  run <- suppressMessages(tpu_train(fixture_path("parity", "parity.yaml"), train.max_steps = step + 10L,
+                                    train.iterations_per_loop = 5L, train.save_checkpoints_steps = 100L,
+                                    model_dir = "m", runs_dir = "runs", verbose = FALSE, resume = TRUE))
+  expect_identical(run$global_step, step + 10L)
+  expect_identical(ls_runs("runs")$resumed_from_step[[1]], step)
+})
+
+test_that("tpu_train() on a model dir another job trains fails with a model-dir-locked condition", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  lock <- reticulate::import("tpuestimator.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
+                                                                         command = "tpuestimator train other.yaml")
+  lock$acquire()
+  on.exit(lock$release(), add = TRUE)
+  err <- tryCatch(tpu_train(fixture_path("parity", "parity.yaml"), model_dir = "m", runs_dir = "runs",
+                            verbose = FALSE),
+                  error = function(e) e)
+  expect_s3_class(err, "tpuestimator_model_dir_locked_error")
+  expect_match(conditionMessage(err), "tpuestimator train other.yaml", fixed = TRUE)
+  expect_match(conditionMessage(err), "--model-dir", fixed = TRUE)
+  expect_identical(normalizePath(err$model_dir), normalizePath(file.path(dir, "m")))
+  expect_false(dir.exists("runs"))
+})
