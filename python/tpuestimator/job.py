@@ -129,17 +129,24 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     try:
         cfg = _as_config(config, overrides)
         model_dir = model_dir or default_model_dir(cfg.raw, run_dir) or cfg.model_dir
-        # Up front, before anything is written: the model function's import, batch sizes that
-        # split over the replicas, labels in range (preflight.py).
-        estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
-        check_job(cfg, estimator, has_eval=_has_eval(cfg))
+        created = not os.path.isdir(model_dir)
         with translate_disk_full(model_dir, "model dir", kept="Nothing was trained."):
             os.makedirs(model_dir, exist_ok=True)
-        # One training per model dir: the lock is held until the run record is complete.
-        with model_dir_lock(model_dir):
-            return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
-                               estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
-                               progress=progress, export=export, resume=resume, stopper=stopper)
+        try:
+            # One training per model dir: the lock is held until the run record is complete.
+            with model_dir_lock(model_dir):
+                # Up front, before anything else is written: the model function's import, batch
+                # sizes that split over the replicas, labels in range (preflight.py).
+                estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+                check_job(cfg, estimator, has_eval=_has_eval(cfg))
+                return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
+                                   estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
+                                   progress=progress, export=export, resume=resume, stopper=stopper)
+        except BaseException:
+            if created:  # a job that failed before writing anything leaves no empty model dir
+                with contextlib.suppress(OSError):
+                    os.rmdir(model_dir)
+            raise
     finally:
         if stopper is not None:
             stopper.restore()
