@@ -9,13 +9,16 @@ python_error_classes <- c(
   ModelFnError = "tpuestimator_model_fn_error",
   CompatibilityError = "tpuestimator_compatibility_error",
   ModelDirLockedError = "tpuestimator_model_dir_locked_error",
-  TrainingInterrupted = "tpuestimator_interrupted_error"
+  TrainingInterrupted = "tpuestimator_interrupted_error",
+  DiskFullError = "tpuestimator_disk_full_error"
 )
 
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
                          "step", "what", "last_good_checkpoint", "report_path",
-                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint")
+                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint", "free_bytes")
+# Fields that can exceed R's integer range (read as doubles).
+python_error_big_ints <- "free_bytes"
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -31,6 +34,7 @@ python_error_fields <- c("field", "value", "allowed", "source", "path", "record"
 #' | `ModelFnError` | `tpuestimator_model_fn_error`, `tpuestimator_error`, ... |
 #' | `ModelDirLockedError` | `tpuestimator_model_dir_locked_error`, `tpuestimator_error`, ... |
 #' | `TrainingInterrupted` | `tpuestimator_interrupted_error`, `tpuestimator_error`, ... |
+#' | `DiskFullError` | `tpuestimator_disk_full_error`, `tpuestimator_error`, ... |
 #' | any other exception | `tpuestimator_python_error`, `tpuestimator_error`, ... |
 #'
 #' The message is the Python one, starting with the Python type
@@ -39,7 +43,8 @@ python_error_fields <- c("field", "value", "allowed", "source", "path", "record"
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
 #' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `model_dir`,
 #' `lock_path` when another job holds the model dir; `signal_name`, `exit_code`,
-#' `step`, `checkpoint` for a training stopped by a signal.
+#' `step`, `checkpoint` for a training stopped by a signal; `path`, `what`, `free_bytes`,
+#' `last_good_checkpoint` for a full disk.
 #'
 #' An error raised by an R model function, hook or progress callback while Python
 #' is calling it comes back as a `tpuestimator_callback_error` (also a
@@ -120,6 +125,10 @@ python_condition <- function(e) {
         if (reticulate::py_has_attr(exc, name)) reticulate::py_to_r(reticulate::py_get_attr(exc, name)),
         error = function(err) NULL
       )
+      if (is.integer(value) && name %in% python_error_big_ints) {
+        # reticulate wraps a Python int over 2^31 into a negative R integer
+        value <- as.numeric(reticulate::py_str(reticulate::py_get_attr(exc, name)))
+      }
       if (!is.null(value)) {
         fields[[name]] <- if (inherits(value, "python.builtin.object")) {
           tryCatch(reticulate::py_str(value), error = function(err) NULL)

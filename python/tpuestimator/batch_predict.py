@@ -219,7 +219,15 @@ def _image_batch(predictor: ExportPredictor, paths: Sequence[str]) -> Prediction
 
     if predictor.takes_image_bytes:
         encoded = [tf.io.gfile.GFile(p, "rb").read() for p in paths]
-        outputs = predictor.run_image_bytes(encoded)
+        try:
+            outputs = predictor.run_image_bytes(encoded)
+        except tf.errors.InvalidArgumentError:  # decoded in the export's graph: name the file
+            from tpuestimator.data.decode import undecodable_image
+
+            bad = undecodable_image(list(paths))
+            if bad is None:
+                raise
+            raise bad from None
     else:
         from tpuestimator.data.decode import decode_image_files
 

@@ -130,14 +130,16 @@ def save(state, *, asynchronous: bool) -> str:
     """Saves a checkpoint at the current global step; returns its path."""
     import tensorflow as tf
 
-    if not asynchronous:
-        path = state.manager.save(checkpoint_number=state.global_step)
-    else:
-        # The write runs in a background thread; the `checkpoint` file (latest_checkpoint)
-        # names the new checkpoint once it is complete. The next save waits for it.
-        options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
-        with keras_async_checkpoint_fix():
-            path = state.manager.save(checkpoint_number=state.global_step, options=options)
+    step = int(state.step)
+    with _on_disk_full(state, step):
+        if not asynchronous:
+            path = state.manager.save(checkpoint_number=step)
+        else:
+            # The write runs in a background thread; the `checkpoint` file (latest_checkpoint)
+            # names the new checkpoint once it is complete. The next save waits for it.
+            options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+            with keras_async_checkpoint_fix():
+                path = state.manager.save(checkpoint_number=step, options=options)
     logger.info("saved checkpoint %s", path)
     return path
 
@@ -146,7 +148,67 @@ def sync(state, *, asynchronous: bool) -> None:
     """Waits for an asynchronous checkpoint write to finish (no-op otherwise)."""
     wait = getattr(state.checkpoint, "sync", None) if state is not None else None
     if asynchronous and callable(wait):
-        wait()
+        with _on_disk_full(state, int(state.step)):
+            wait()
+
+
+def remove_partial_checkpoint(directory: str, last_complete_step: int | None) -> list[str]:
+    """Deletes what failed saves left in `directory`: TensorFlow's `<prefix>-N_temp/` folders
+    (only ever partial) and `<prefix>-N.index` / `.data-*` files newer than the last complete
+    checkpoint. Returns the removed paths."""
+    import re
+    import shutil
+
+    removed = []
+    last = -1 if last_complete_step is None else int(last_complete_step)
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        temp = re.fullmatch(r".+-\d+_temp", name)
+        newer = re.fullmatch(r".+-(\d+)\.(index|data-\d+-of-\d+)", name)
+        if temp and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif newer and int(newer.group(1)) > last:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def _on_disk_full(state, step: int):
+    """A full disk during a save: the partial checkpoint removed, one `DiskFullError` naming the
+    folder, the free space and the last complete checkpoint (which stays loadable).
+
+    The last complete checkpoint is the one TensorFlow's `checkpoint` file names: it is updated
+    only after a checkpoint is fully written (an asynchronous save reports its failure at the
+    next save or sync, for an earlier step than the current one).
+    """
+    import re
+
+    import tensorflow as tf
+
+    from tpuestimator.diskspace import disk_full_error, is_disk_full
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        directory = state.manager.directory
+        last = tf.train.latest_checkpoint(directory)
+        last_step = int(re.search(r"-(\d+)$", last).group(1)) if last and re.search(r"-(\d+)$", last) else None
+        removed = remove_partial_checkpoint(directory, last_step)
+        failed = sorted({int(m.group(1)) for p in removed if (m := re.search(r"-(\d+)(_temp|\.)", os.path.basename(p)))})
+        what = f"checkpoint of step {failed[0] if failed else step}"
+        kept = ("Its partial files were removed; " + (
+            f"the last complete checkpoint, {last}, is intact and a rerun resumes from it." if last else
+            "there is no earlier checkpoint, so a rerun starts from step 0."))
+        raise disk_full_error(directory, what, kept=kept,
+                              fix="Free some space there (or set run.model_dir / --model-dir to a larger disk) "
+                                  "and run the same command again.",
+                              last_good_checkpoint=last) from exc
 
 
 @contextlib.contextmanager

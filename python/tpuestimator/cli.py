@@ -17,6 +17,8 @@ from tpuestimator import __version__
 # so a bare `pip install tpuestimator` leaves no half-made run behind.
 WITHOUT_TENSORFLOW = ("example", "runs")
 TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
+# A full disk exits 3 (the message says what was saved); the other codes: README "Crash safety".
+EXIT_DISK_FULL = 3
 COMMAND_MODULES = ("train", "cluster", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")
 
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(getattr(exc, "exit_code", None), int):  # TrainingInterrupted: 143 (SIGTERM), 130 (SIGINT)
             return exc.exit_code
+        if type(exc).__name__ == "DiskFullError":
+            return EXIT_DISK_FULL
         return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

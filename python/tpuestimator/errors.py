@@ -66,6 +66,29 @@ class NonFiniteError(TPUEstimatorError, FloatingPointError):
         super().__init__(message)
 
 
+class DiskFullError(TPUEstimatorError, OSError):
+    """The disk (or quota) ran out while writing a checkpoint, an export or a run record.
+
+    Nothing half-written is left behind; the message says what was saved and what was not.
+
+    Attributes:
+      path: the folder being written.
+      free_bytes: the space left on its filesystem (None if unknown).
+      what: what was being written (``checkpoint``, ``export``, ``run record``).
+      last_good_checkpoint: the newest complete checkpoint, or None.
+      saved: {what: path} of the results that were written before the disk filled.
+    """
+
+    def __init__(self, message: str, *, path: str, what: str, free_bytes: int | None = None,
+                 last_good_checkpoint: str | None = None, saved: dict | None = None):
+        self.path = path
+        self.what = what
+        self.free_bytes = free_bytes
+        self.last_good_checkpoint = last_good_checkpoint
+        self.saved = dict(saved or {})
+        super().__init__(message)
+
+
 class TPUUnavailableError(TPUEstimatorError, RuntimeError):
     """`run.strategy: tpu` was asked for but no TPU could be reached."""
 

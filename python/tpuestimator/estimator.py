@@ -519,6 +519,7 @@ class Estimator:
         """
         import tensorflow as tf
 
+        from tpuestimator.diskspace import translate_disk_full
         from tpuestimator.io import atomic_directory
 
         if self._state is None:
@@ -531,7 +532,8 @@ class Estimator:
             version += 1
         final = os.path.join(export_dir_base, str(version))
         module = self.serving_module(serving_inputs)
-        with atomic_directory(final) as tmp:
+        kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
+        with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
             tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
             fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)

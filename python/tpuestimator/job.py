@@ -8,6 +8,7 @@ model dir (`evaluate_job`, `export_job`) in model_dir_jobs.py.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -23,6 +24,8 @@ from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.devices import sync_workers
+from tpuestimator.diskspace import disk_full_error, is_disk_full, translate_disk_full
+from tpuestimator.errors import DiskFullError
 from tpuestimator.from_config import build_estimator, input_fn_for, model_params
 from tpuestimator.hooks.base import HookList
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
@@ -34,6 +37,7 @@ from tpuestimator.logcapture import capture_log
 from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
 from tpuestimator.model_dir_lock import model_dir_lock
 from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
+from tpuestimator.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
@@ -126,18 +130,30 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
     try:
         cfg = _as_config(config, overrides)
         model_dir = model_dir or default_model_dir(cfg.to_dict(), run_dir) or cfg.model_dir
-        os.makedirs(model_dir, exist_ok=True)
-        # One training per model dir: the lock is held until the run record is complete.
-        with model_dir_lock(model_dir):
-            return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
-                               model_fn=model_fn, hooks=[*hooks, *([stopper] if stopper else [])],
-                               progress=progress, export=export, resume=resume, stopper=stopper)
+        created = not os.path.isdir(model_dir)
+        with translate_disk_full(model_dir, "model dir", kept="Nothing was trained."):
+            os.makedirs(model_dir, exist_ok=True)
+        try:
+            # One training per model dir: the lock is held until the run record is complete.
+            with model_dir_lock(model_dir):
+                # Up front, before anything else is written: the model function's import, batch
+                # sizes that split over the replicas, labels in range (preflight.py).
+                estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+                check_job(cfg, estimator, has_eval=_has_eval(cfg))
+                return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
+                                   estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
+                                   progress=progress, export=export, resume=resume, stopper=stopper)
+        except BaseException:
+            if created:  # a job that failed before writing anything leaves no empty model dir
+                with contextlib.suppress(OSError):
+                    os.rmdir(model_dir)
+            raise
     finally:
         if stopper is not None:
             stopper.restore()
 
 
-def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_fn, hooks, progress, export, resume,
+def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimator, hooks, progress, export, resume,
                 stopper) -> JobResult:
     role = task_role()
     resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
@@ -145,7 +161,8 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
     previous_config = _read_text(config_path) if resumed_from_step is not None else None
     scratch = None
     if role.is_chief:
-        dump_config(cfg, config_path)
+        with translate_disk_full(model_dir, "model dir's config.yaml", kept="Nothing was trained."):
+            dump_config(cfg, config_path)
     else:  # a non-chief worker: same hooks and writes as the chief (same collectives), kept nowhere
         scratch = scratch_dir(role, "job", model_dir)
         runs_dir, run_dir = os.path.join(scratch, "runs"), None
@@ -154,17 +171,16 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
                       planned_evals=planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
-        if run_dir:
-            recorder = RunRecorder.attach(run_dir, **common)
-        else:
-            recorder = RunRecorder.create(runs_dir or cfg.run.runs_dir or "runs", **common)
+        runs_dir = run_dir or runs_dir or cfg.run.runs_dir or "runs"
+        with translate_disk_full(runs_dir, "run record", kept="Nothing was trained."):
+            recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
         # what a killed run left half-written (logged; only our own temp names)
         remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
             try:
-                result = _train(cfg, model_dir, recorder, model_fn, hooks, progress, export,
+                result = _train(cfg, estimator, recorder, hooks, progress, export,
                                 export_scratch=os.path.join(scratch, "export") if scratch else None)
             except CheckpointMismatchError as exc:  # --resume with another architecture: refused, config kept
                 if previous_config is not None and role.is_chief:
@@ -191,17 +207,49 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, model_f
                 raise interrupted from exc
             raise
         except BaseException as exc:
+            error = exc
+            if is_disk_full(exc) and not isinstance(exc, DiskFullError):  # e.g. a run-record or summary write
+                where = getattr(exc, "filename", None) or (recorder.run_dir if recorder else model_dir)
+                error = disk_full_error(where, "training's files", kept=(
+                    f"Training stopped; the last complete checkpoint in {model_dir} is intact and a rerun "
+                    "resumes from it."))
             if recorder is not None:
-                add_nonfinite_report(recorder, exc)
-                recorder.fail(exc)
+                _fail_record(recorder, error)
             remove_scratch(scratch)
+            if error is not exc:
+                raise error from exc
             raise
     if recorder is not None:
-        recorder.complete()
+        with _record_disk_full(recorder, result):
+            recorder.complete()
     if scratch:
         remove_scratch(scratch)
         result = dataclasses.replace(result, run_dir=None, export_dir=None, exports={})
     return result
+
+
+def _fail_record(recorder, exc: BaseException) -> None:
+    """Marks the run failed; on a full runs folder the original error wins (the record stays
+    `completed=FALSE`, the state it was created with)."""
+    try:
+        add_nonfinite_report(recorder, exc)
+        recorder.fail(exc)
+    except Exception as record_exc:
+        if not is_disk_full(record_exc):
+            raise
+        logger.warning("could not mark the run %s failed: its disk is full", recorder.run_dir)
+
+
+def _record_disk_full(recorder, result: JobResult):
+    """A full runs folder after training: the training's results are kept and the one error
+    says what was saved (checkpoints, exports) and what was not (the run record)."""
+    saved = {"checkpoints": result.model_dir, **{f"export_{k}": v for k, v in result.exports.items()}}
+    kept = (f"Training finished at global step {result.global_step} and its results are saved: checkpoints in "
+            f"{result.model_dir}" + "".join(f", the {k} export in {v}" for k, v in result.exports.items())
+            + f". The run record {recorder.run_dir} is incomplete (completed=FALSE).")
+    return translate_disk_full(recorder.run_dir, "run record", kept=kept, saved=saved,
+                               fix="Free some space in the runs folder (or pass --runs-dir on a larger disk); "
+                                   "there is no need to train again.")
 
 
 def _read_text(path: str) -> str | None:
@@ -231,12 +279,16 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     return job_hooks
 
 
-def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_scratch=None) -> JobResult:
+def _has_eval(cfg: JobConfig) -> bool:
     section = cfg.section("data")
-    estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
+    return bool(section.get("eval")) or "manifest" in section
+
+
+def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=None) -> JobResult:
+    section = cfg.section("data")
+    model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
-    has_eval = bool(section.get("eval")) or "manifest" in section
-    eval_fn = input_fn_for(cfg, "eval") if has_eval else None
+    eval_fn = input_fn_for(cfg, "eval") if _has_eval(cfg) else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
@@ -250,8 +302,11 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_s
     if cfg.train.steps is not None:
         max_steps = estimator.global_step + cfg.train.steps
 
-    with data.translate_errors(section, "train"), numerics.check_numerics(cfg.debug.check_numerics), \
-            numerics.translate_errors(estimator):
+    num_classes = estimator.params.get("num_classes")
+    # an input error names its file and record, in the train data or (at an evaluation) the eval data
+    with data.translate_errors(section, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
+            data.translate_errors(section, "train", num_classes=num_classes), \
+            numerics.check_numerics(cfg.debug.check_numerics), numerics.translate_errors(estimator):
         try:
             outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
                                                               hooks=job_hooks), eval_spec)
@@ -268,25 +323,33 @@ def _train(cfg, model_dir, recorder, model_fn, hooks, progress, export, export_s
     if estimator.device_info.strategy_name == "multi_worker":
         sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
+    result = JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
+                       metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
+                       config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
     if recorder is not None:
-        spec = estimator.spec
-        opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
-        recorder.set_properties(
-            model=model_summary(spec.model), optimizer=type(opt).__name__,
-            loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
-            global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
-            **estimator.device_info.as_properties(),
-            **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
-               if estimator.steps_by_worker else {}),
-            **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
-            **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
-        samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
-        if samples:
-            recorder.set_properties(samples=samples)
-        if outcome.metrics:
-            recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
-        if export_dir:
-            recorder.add_artifact(export_dir, "export")
-    return JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
-                     metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
-                     config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
+        with _record_disk_full(recorder, result):
+            _record_results(recorder, cfg, estimator, outcome, export_dir)
+    return result
+
+
+def _record_results(recorder, cfg, estimator, outcome, export_dir) -> None:
+    """The trained run's properties, final evaluation and export copy in its run record."""
+    section = cfg.section("data")
+    spec = estimator.spec
+    opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
+    recorder.set_properties(
+        model=model_summary(spec.model), optimizer=type(opt).__name__,
+        loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
+        global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
+        **estimator.device_info.as_properties(),
+        **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
+           if estimator.steps_by_worker else {}),
+        **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
+        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
+    samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
+    if samples:
+        recorder.set_properties(samples=samples)
+    if outcome.metrics:
+        recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
+    if export_dir:
+        recorder.add_artifact(export_dir, "export")

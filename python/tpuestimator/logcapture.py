@@ -15,6 +15,20 @@ class ToRootHandlers(logging.Handler):
                 handler.handle(record)
 
 
+class LogFileHandler(logging.FileHandler):
+    """A FileHandler that stops writing after its first failure (a full disk) instead of printing
+    a `--- Logging error ---` traceback for every later record."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        self.failed = True
+
+
 @contextlib.contextmanager
 def capture_log(path: Path | None):
     """Copies the `tpuestimator` log of this job, INFO and up, into the run's output.log.
@@ -25,7 +39,7 @@ def capture_log(path: Path | None):
     if path is None:
         yield
         return
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = LogFileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("tpuestimator")
     old_level, old_propagate = root.level, root.propagate

@@ -53,8 +53,10 @@ def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern:
         estimator = build_estimator(cfg, model_dir=model_dir)
         if estimator.latest_checkpoint() is None:
             raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
-        with data.translate_errors(cfg.section("data"), "eval"):
-            return estimator.evaluate(input_fn_for(cfg, "eval", data_pattern))
+        input_fn = input_fn_for(cfg, "eval", data_pattern)
+        # the section the input reads (with --data's files): an error names the file and record read
+        with data.translate_errors(input_fn.data_section, "eval", num_classes=estimator.params.get("num_classes")):
+            return estimator.evaluate(input_fn)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

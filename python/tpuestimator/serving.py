@@ -287,11 +287,12 @@ def predict_inputs(inputs, meta: dict) -> dict:
     section = dict(meta.get("data") or {})
     section["eval"] = files
     section.pop("train", None)
-    ds = data.make_input_fn(section, "predict")({"batch_size": 256, "mode": "predict", "input_context": None,
-                                                 "seed": 0, "start_step": 0})
+    input_fn = data.make_input_fn(section, "predict")
     columns: dict[str, list] = {}
-    for element in ds:
-        features = element[0] if isinstance(element, tuple) else element
-        for k, v in features.items():
-            columns.setdefault(k, []).append(v.numpy())
+    with data.translate_errors(input_fn.data_section, "predict"):  # a bad file is named with its record
+        ds = input_fn({"batch_size": 256, "mode": "predict", "input_context": None, "seed": 0, "start_step": 0})
+        for element in ds:
+            features = element[0] if isinstance(element, tuple) else element
+            for k, v in features.items():
+                columns.setdefault(k, []).append(v.numpy())
     return {k: np.concatenate(v) for k, v in columns.items()}

@@ -37,9 +37,11 @@ def run(args) -> int:
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
     from tpuestimator.job import run_job
+    from tpuestimator.models import resolve_model_fn
     from tpuestimator.sidecar import run_sidecar_evaluator
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
+    resolve_model_fn(cfg.model)  # so does a model function that cannot be imported
     role = task_role(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
     if role == "server":
         info = serve()

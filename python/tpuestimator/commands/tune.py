@@ -44,6 +44,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from tpuestimator.commands.runs import format_table
     from tpuestimator.config import load_config
+    from tpuestimator.models import resolve_model_fn
     from tpuestimator.runs.query import ls_runs
     from tpuestimator.runs.tune import flag_grid, sample_grid, tuning_run
 
@@ -59,6 +60,7 @@ def run(args) -> int:
 
         quiet_tensorflow()
     cfg = load_config(args.config, args.overrides)
+    resolve_model_fn(cfg.model)  # a model function that cannot be imported fails before any trial
     runs_dir = args.runs_dir or cfg.run.runs_dir or "runs"
 
     def on_run(i: int, n: int, combo: dict) -> None:

@@ -7,6 +7,7 @@ module (and TensorFlow) on first use.
 - `describe_features(data_section)` -> {name: (shape, tf.DType)} the model receives
 - `num_classes(data_section)`, `vocabulary(data_section)`
 - `translate_errors(data_section, mode)` context manager: TF input errors -> `DataError`
+- `check_labels(data_section, mode, num_classes=)`: every label in range, before training
 - `write_tfrecords(source, out_dir, ...)` (writers), `count_corrupt(pattern)`,
   `corrupt_records_skipped()`, `num_examples(data_section, mode)`
 """
@@ -27,6 +28,7 @@ _EXPORTS = {
     "resolve_section": "spec",
     "load_manifest": "spec",
     "translate_errors": "diagnose",
+    "check_labels": "labels",
     "diagnose": "diagnose",
     "count_corrupt": "diagnose",
     "corrupt_records_skipped": "diagnose",

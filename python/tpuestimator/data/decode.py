@@ -7,6 +7,8 @@ prediction from raw files (`tpuestimator.serving.predict`); imports neither of t
 from __future__ import annotations
 
 import logging
+import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -293,7 +295,30 @@ def decode_image_files(paths: list[str], image: Mapping[str, Any]):
     scale = image.get("scale", "unit")
     out = []
     for p in paths:
-        img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
+        try:
+            img = tf.io.decode_image(tf.io.read_file(p), channels=c, expand_animations=False)
+        except tf.errors.InvalidArgumentError as exc:  # empty, truncated or not an image at all
+            raise image_error(p, exc) from None
         img = tf.image.resize(tf.image.convert_image_dtype(img, tf.float32), [h, w])
         out.append(scale_pixels(img, scale).numpy())
     return np.stack(out)
+
+
+def image_error(path: str, exc: BaseException) -> DataError:
+    """The `DataError` for an image file TensorFlow could not decode (empty, truncated, not an image)."""
+    message = getattr(exc, "message", str(exc))
+    detail = "the file is empty" if os.path.getsize(path) == 0 else \
+        re.sub(r"\{\{[^}]*\}\}\s*", "", message).split(" [Op:")[0].strip().rstrip(".")
+    return DataError(f"{path}: cannot be decoded as an image ({detail}). Pass JPEG, PNG, GIF, BMP or WebP files, "
+                     "or re-save this one.", path=path)
+
+
+def undecodable_image(paths: list[str]) -> DataError | None:
+    """The `DataError` for the first of `paths` that does not decode as an image, or None (used
+    after an export's in-graph decoding failed, to name the file)."""
+    for p in paths:
+        try:
+            tf.io.decode_image(tf.io.read_file(p), expand_animations=False)
+        except tf.errors.InvalidArgumentError as exc:
+            return image_error(p, exc)
+    return None

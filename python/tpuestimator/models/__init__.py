@@ -29,8 +29,18 @@ def resolve_model_fn(name: str | Callable) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError("model", name, f"an importable module ({exc}); put it on PYTHONPATH") from None
+        builtin = ", ".join(sorted(BUILTIN))
+        if getattr(exc, "name", None) == module_name:
+            fix = (f"a built-in model ({builtin}) or 'module:function' whose module can be imported: no module "
+                   f"`{module_name}` was found; put the folder holding {module_name.replace('.', '/')}.py on "
+                   "PYTHONPATH (or run from that folder)")
+        else:
+            fix = f"a module `{module_name}` that imports without error (importing it failed: {exc})"
+        raise ConfigError("model", name, fix) from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ConfigError("model", name, f"a function `{attr}` defined in module `{module_name}`")
+        defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                         and getattr(v, "__module__", None) == module.__name__)
+        raise ConfigError("model", name, f"a function `{attr}` defined in module `{module_name}` (it defines: "
+                          f"{', '.join(defined) or 'no functions'})")
     return fn

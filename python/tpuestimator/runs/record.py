@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 
 import tpuestimator.runs.naming as naming
+from tpuestimator.diskspace import is_disk_full
 from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from tpuestimator.runs.values import (
     EVAL_PREFIX,
@@ -249,17 +250,21 @@ class RunRecorder:
         """
         run_dir, start = naming.create_run_dir(runs_dir)
         rec = cls(run_dir, start=start, planned_evals=planned_evals)
-        # tfruns.d/ appears at once with the properties that make a valid run (a crash at any
-        # later point leaves a listable run): built in a hidden folder, then renamed.
-        tmp = run_dir / f".{naming.RECORD_DIR}.tmp"
-        (tmp / "properties").mkdir(parents=True)
-        first = {"start": f"{start:.3f}", "end": f"{start:.3f}", "completed": "FALSE",
-                 "script": _script_name(script), "type": "training", "context": "local"}
-        for name, text in first.items():
-            (tmp / "properties" / name).write_text(text + "\n", encoding="utf-8")
-        os.rename(tmp, rec.record_dir)
-        rec._initialize(config=config, flags=flags, script=script, properties=properties,
-                        existing={"start", "end", "completed"}, attached=False)
+        try:
+            # tfruns.d/ appears at once with the properties that make a valid run (a crash at any
+            # later point leaves a listable run): built in a hidden folder, then renamed.
+            tmp = run_dir / f".{naming.RECORD_DIR}.tmp"
+            (tmp / "properties").mkdir(parents=True)
+            first = {"start": f"{start:.3f}", "end": f"{start:.3f}", "completed": "FALSE",
+                     "script": _script_name(script), "type": "training", "context": "local"}
+            for name, text in first.items():
+                (tmp / "properties" / name).write_text(text + "\n", encoding="utf-8")
+            os.rename(tmp, rec.record_dir)
+            rec._initialize(config=config, flags=flags, script=script, properties=properties,
+                            existing={"start", "end", "completed"}, attached=False)
+        except Exception:  # a full disk, say: no half-made run folder is left to list
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         return rec
 
     @classmethod
@@ -592,7 +597,10 @@ class RunRecorder:
             return
         try:
             self.write_plots()
-        except Exception:  # a plot must never fail a run
+        except Exception as exc:  # a plot must never fail a run
+            if is_disk_full(exc):  # said once by the job's DiskFullError: no traceback here
+                logger.warning("Could not draw the metric plots of %s: its disk is full", self.run_dir)
+                return
             logger.warning("Could not draw the metric plots of %s", self.run_dir, exc_info=True)
 
     def complete(self, *, plots: bool = True) -> None:

@@ -1,0 +1,175 @@
+"""A full disk (issue 13, failure 5), tested for real: a 3 MB tmpfs mounted in an unprivileged user
+and mount namespace (`unshare -rm`), so writes fail with a real ENOSPC.
+
+One `DiskFullError` (exit code 3) naming the folder, its free space and what was kept; the last
+complete checkpoint intact and loadable (and a rerun with more space resumes from it); no temp
+leftovers (`ckpt-N_temp/`, `.export.*.tmp`, run-record temp files); a runs folder that fills after
+training keeps the trained checkpoints and exports and says so.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from tpuestimator.errors import DiskFullError
+
+REPO = Path(__file__).resolve().parents[2]
+DIGITS = REPO / "python" / "tpuestimator" / "examples" / "digits"
+
+
+def _digits(tmp: Path) -> Path:
+    shutil.copytree(DIGITS, tmp / "digits")
+    return tmp / "digits" / "digits.yaml"
+
+
+def _one_clear_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    err = proc.stderr
+    assert proc.returncode == code, proc.stdout[-2000:] + err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_disk_full_is_recognised_in_its_three_forms():
+    from tpuestimator.diskspace import is_disk_full
+
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(shutil.Error([("a", "b", "[Errno 28] No space left on device")]))
+    assert is_disk_full(tf.errors.ResourceExhaustedError(None, None, "ckpt_temp/part; No space left on device"))
+    assert not is_disk_full(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"))
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+
+
+def test_partial_checkpoint_files_are_removed_and_complete_ones_kept(tmp_path):
+    from tpuestimator.checkpointing import remove_partial_checkpoint
+
+    for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-150.index", "config.yaml"):
+        (tmp_path / name).write_text("x")
+    for temp in ("ckpt-150_temp", "ckpt-200_temp"):
+        (tmp_path / temp).mkdir()
+        (tmp_path / temp / "part-00000.tempstate1").write_text("x")
+    removed = remove_partial_checkpoint(str(tmp_path), 100)
+    assert sorted(Path(p).name for p in removed) == ["ckpt-150.index", "ckpt-150_temp", "ckpt-200_temp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-100.data-00000-of-00001", "ckpt-100.index",
+                                                          "config.yaml"]
+
+
+def _unshare_works() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /tmp"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+needs_tmpfs = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (an unprivileged user and "
+                                 "mount namespace) to mount a tiny tmpfs: a real full disk without root")
+
+
+def _on_tiny_disk(tmp_path: Path, env: dict, command: str, *, filler_bytes: int = 0) -> subprocess.CompletedProcess:
+    """Runs `command` (bash, in tmp_path) with tmp_path/tiny a 3 MB tmpfs; copies it to tmp_path/after."""
+    (tmp_path / "tiny").mkdir()
+    script = (f"set -u; mount -t tmpfs -o size=3m tmpfs tiny || exit 99; "
+              f"head -c {filler_bytes} /dev/zero > tiny/filler; {command}; rc=$?; "
+              "rm -f tiny/filler; cp -a tiny after; exit $rc")
+    return subprocess.run(["unshare", "-rm", "bash", "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=400)
+
+
+def _leftovers(root: Path) -> list[str]:
+    return [str(p.relative_to(root)) for p in root.rglob("*")
+            if p.name.endswith((".tmp", "_temp")) or ".tmp." in p.name or "tempstate" in p.name]
+
+
+@pytest.mark.slow
+@needs_tmpfs
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env, asynchronous):
+    """3 MB hold ckpt-50, ckpt-100 (about 1 MB each, Adam's slots included) and the best export of
+    step 100; the checkpoint of step 150 does not fit. An asynchronous save reports it one save later."""
+    config = _digits(tmp_path)
+    cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
+        ["--set train.max_steps=200", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
+         "--set eval.every_n_steps=100", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
+    # then more space (the tmpfs remounted at 30 MB) and the same command: it resumes and finishes
+    rerun = "" if asynchronous else f"; cp -a tiny before; mount -o remount,size=30m tiny && {cli} > rerun.log 2>&1; " \
+                                    "echo $? > rerun.rc; (exit $rc)"
+    proc = _on_tiny_disk(tmp_path, python_env, f"{cli}; rc=$?{rerun}" if rerun else cli)
+    if not asynchronous:
+        assert (tmp_path / "rerun.rc").read_text().strip() == "0", (tmp_path / "rerun.log").read_text()[-3000:]
+        assert "restored tiny/m/ckpt-100 at global step 100" in (tmp_path / "rerun.log").read_text()
+        assert tf.train.latest_checkpoint(str(tmp_path / "after" / "m")).endswith("ckpt-200")
+        shutil.rmtree(tmp_path / "after")
+        (tmp_path / "before").rename(tmp_path / "after")
+    line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
+                            "step 150", "KiB free there", "Its partial files were removed",
+                            "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
+    model_dir = tmp_path / "after" / "m"
+    assert _leftovers(model_dir) == []
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    assert latest and os.path.basename(latest) in line
+    reader = tf.train.load_checkpoint(latest)  # loadable, with the model's weights and the step
+    step_key = next(k for k in reader.get_variable_to_shape_map() if k.startswith("step/"))
+    assert f"ckpt-{reader.get_tensor(step_key)}" == os.path.basename(latest)
+    run = sorted((tmp_path / "runs").iterdir())[0]  # the run that hit the full disk (then the rerun's)
+    assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
+    assert "DiskFullError" in json.loads((run / "tfruns.d" / "error.json").read_text())["message"]
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, python_env):
+    config = _digits(tmp_path)
+    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
+           "--set train.max_steps=100 --set train.iterations_per_loop=50 --set train.save_checkpoints_steps=50 "
+           "--set eval.every_n_steps=100")
+    # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
+    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
+    _one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
+                     "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
+                     "no need to train again")
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-100")
+    assert (tmp_path / "m" / "export" / "final" / "100" / "saved_model.pb").exists()
+    assert (tmp_path / "m" / "export" / "final" / "100" / "assets.extra" / "tpuestimator.json").exists()
+    assert _leftovers(tmp_path / "after") == [] and _leftovers(tmp_path / "m") == []
+    run = next((tmp_path / "after" / "runs").iterdir())
+    assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
+
+
+def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
+    from tpuestimator.diskspace import translate_disk_full
+
+    with pytest.raises(DiskFullError) as info:
+        with translate_disk_full(tmp_path / "export", "SavedModel export", kept="The partial export was removed."):
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "export" / "x"))
+    err = info.value
+    assert err.path == str(tmp_path / "export") and err.what == "SavedModel export" and err.free_bytes > 0
+    assert str(err).startswith(f"No space left on the disk holding {tmp_path / 'export'} while writing the "
+                               "SavedModel export (")
+    assert "The partial export was removed. Free some space there" in str(err)
+
+
+@pytest.mark.slow
+@needs_tmpfs
+def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, python_env):
+    config = _digits(tmp_path)
+    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir m "
+           "--set export.dir=tiny/exp --set train.max_steps=50 --set train.iterations_per_loop=50 "
+           "--set train.save_checkpoints_steps=50 --set eval.every_n_steps=50")
+    # ~200 KB left: the SavedModel (about 430 KB) does not fit
+    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
+    _one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
+                     "export", "The partial export was removed; the checkpoints in m are unaffected")
+    assert [p.name for p in (tmp_path / "after" / "exp" / "best").iterdir()] == []
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-50")
