@@ -19,10 +19,9 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
       estimator: its Estimator (built: the model function is resolved, the strategy made).
       has_eval: the job evaluates (its eval batch and eval labels are checked too).
     """
-    raw = cfg.raw
-    estimator.per_replica_batch(raw["train"]["batch_size"], "train.batch_size")
+    estimator.per_replica_batch(cfg.train.batch_size, "train.batch_size")
     if has_eval:
-        estimator.per_replica_batch(raw["eval"]["batch_size"], "eval.batch_size")
+        estimator.per_replica_batch(cfg.eval.batch_size, "eval.batch_size")
     section = cfg.section("data")
     num_classes = data.num_classes(section) or estimator.params.get("num_classes")
     for mode in ("train", "eval") if has_eval else ("train",):
