@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator import workarounds
+from tpuestimator import partitioning, workarounds
 from tpuestimator.cluster_role import read_tf_config, task_role
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
@@ -174,11 +174,12 @@ def _parameter_server_strategy(run: Mapping[str, Any]):
     partition = run.get("ps_partition")
     partitioner = None
     if partition:
-        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-            min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
-            max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
+        partitioner = partitioning.PsPartitioner(min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
+                                                 max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
     strategy = tf.distribute.experimental.ParameterServerStrategy(training_cluster_resolver(),
                                                                   variable_partitioner=partitioner)
+    if partitioner is not None:
+        partitioning.register(strategy, partitioner)
     workers = tuple(f"/job:worker/replica:0/task:{i}" for i in range(len(cluster["worker"])))
     return strategy, DeviceInfo(strategy_name="parameter_server", kind="cpu" if not tf.config.list_physical_devices("GPU")
                                 else "gpu", num_replicas=int(strategy.num_replicas_in_sync), devices=workers)

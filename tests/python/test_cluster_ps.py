@@ -66,7 +66,7 @@ def test_parameter_servers_train_asynchronously_and_a_sidecar_evaluates_every_ch
 
 
 @pytest.mark.slow
-def test_ps_partition_shards_a_variable_over_two_ps_tasks(tmp_path):
+def test_ps_partition_shards_variables_and_a_trainable_embedding_over_two_ps_tasks(tmp_path):
     # servers for 2 ps tasks and a worker in the chief's process (ps_sharding_chief.py): the
     # ps/worker role of `tpuestimator train` is proven above, here only the sharding is
     script = Path(__file__).with_name("ps_sharding_chief.py")
@@ -81,8 +81,20 @@ def test_ps_partition_shards_a_variable_over_two_ps_tasks(tmp_path):
     assert result["big_type"] == "ShardedVariable" and result["big_shapes"] == [[500, 64], [500, 64]]
     assert [d.split("/device")[0] for d in result["big_devices"]] == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
     assert result["small_type"] != "ShardedVariable"  # under min_shard_bytes: one piece
-    # Keras 3 cannot update a sharded trainable weight: a clear error before training, naming the field.
+    # Keras 3 cannot update a sharded weight of an ordinary layer: a clear error before training,
+    # naming the field and the layer that shards its table itself.
     assert "run.ps_partition" in result["trainable_sharding"] and "logits/kernel (2 shards)" in result["trainable_sharding"]
+    assert "sharded_embedding" in result["trainable_sharding"]
+    # The embedding layer's table: 2 row shards of 1000 x 16, one on each ps task, trained (the
+    # loss falls from chance to near zero: only the embedding separates odd ids from even ones),
+    # checkpointed, with the optimizer's slots beside each shard.
+    shards = result["embedding_shards"]
+    assert [s[1:] for s in shards] == [[1000, 16], [1000, 16]]
+    assert [s[0].split("/device")[0] for s in shards] == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+    assert result["embedding_loss_before"] > 0.6 and result["embedding_loss_after"] < 0.1, result
+    assert result["embedding_checkpoint"] == "ckpt-60"
+    assert [d.split("/device")[0] for d in result["slot_devices"]] == ["/job:ps/replica:0/task:0",
+                                                                       "/job:ps/replica:0/task:1"]
 
 
 @pytest.mark.slow
