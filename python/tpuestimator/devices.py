@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator import partitioning, workarounds
-from tpuestimator.cluster_role import read_tf_config, task_role
+from tpuestimator.cluster_task import cluster_spec, read_tf_config, task_role, tf_config_task, training_cluster_resolver
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -149,20 +149,11 @@ def describe_strategy(name: str, strategy, kind: str | None = None, topology: st
                       devices=devices, topology=topology)
 
 
-def cluster_spec() -> dict:
-    """TF_CONFIG's `cluster` ({task type: [host:port, ...]}), or {} when unset."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return {}
-    try:
-        return dict(json.loads(raw).get("cluster") or {})
-    except json.JSONDecodeError:
-        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None
 
 
 def _parameter_server_strategy(run: Mapping[str, Any]):
     """ParameterServerStrategy for the coordinator (the `chief` task of TF_CONFIG); the `ps`
-    and `worker` tasks only run a `tf.distribute.Server` (`tpuestimator.cluster_roles`)."""
+    and `worker` tasks only run a `tf.distribute.Server` (`cluster_task.serve`)."""
     import tensorflow as tf
 
     cluster, task = cluster_spec(), tf_config_task() or {}
@@ -185,15 +176,6 @@ def _parameter_server_strategy(run: Mapping[str, Any]):
                                 else "gpu", num_replicas=int(strategy.num_replicas_in_sync), devices=workers)
 
 
-def training_cluster_resolver():
-    """TF_CONFIG's cluster without its `evaluator`: the side-car evaluator serves nothing, and a
-    coordinator whose cluster lists it waits for it for ever (TF 2.21)."""
-    import tensorflow as tf
-
-    task = tf_config_task() or {}
-    jobs = {kind: list(addresses) for kind, addresses in cluster_spec().items() if kind != "evaluator"}
-    return tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(jobs), task_type=task.get("type"), task_id=int(task.get("index", 0)), rpc_layer="grpc")
 
 
 def is_parameter_server(strategy) -> bool:
@@ -271,10 +253,6 @@ def _with_timeout(fn, seconds: float):
     return box["value"]
 
 
-def tf_config_task() -> dict | None:
-    """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
-    parsed = read_tf_config()
-    return parsed.get("task") if parsed else None
 
 
 def sync_workers(strategy) -> None:

@@ -79,5 +79,6 @@ out["embedding_loss_after"] = float(est.evaluate(ids_input_fn, steps=8)["loss"])
 out["embedding_checkpoint"] = os.path.basename(est.state.latest_checkpoint() or "")
 # the optimizer's slots of each shard live with the shard
 out["slot_devices"] = sorted({v.value.device for v in est.state.optimizer.variables if "emb" in v.path})
+
 print("RESULT " + json.dumps(out), flush=True)
 os._exit(0)  # the in-process servers cannot be stopped

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tpuestimator.cluster_role import read_tf_config, task_role
+from tpuestimator.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
 from tpuestimator.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
 
