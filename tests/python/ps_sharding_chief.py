@@ -42,6 +42,28 @@ try:
 except ConfigError as exc:
     out["trainable_sharding"] = str(exc)
 
+
+def counter_model_fn(params):  # a large non-trainable weight: a checkpoint could not save it sharded
+    import keras
+
+    class Counts(keras.layers.Layer):
+        def build(self, shape):
+            self.counts = self.add_weight(shape=(4096,), initializer="zeros", trainable=False, name="counts")
+
+        def call(self, x):
+            return x
+
+    x_in = keras.Input(shape=(300,), name="x")
+    return ModelSpec(model=keras.Model(x_in, keras.layers.Dense(3, name="logits")(Counts(name="counter")(x_in))),
+                     optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+try:
+    Estimator(counter_model_fn, config, {}).build(array_input_fn(x, y))
+    out["non_trainable_sharding"] = "accepted"
+except ConfigError as exc:
+    out["non_trainable_sharding"] = str(exc)
+
 # A trainable embedding of 2000 x 16 floats (128 000 bytes): the layer owns 2 row shards.
 VOCAB, DIM = 2000, 16
 
