@@ -209,3 +209,21 @@ def test_bad_ps_settings_are_refused_by_the_config():
         with pytest.raises(ConfigError) as err:
             load_config(config, [override])
         assert err.value.field == override.split("=")[0] and expected in str(err.value)
+
+
+def test_sharded_embedding_without_parameter_servers_is_a_plain_embedding():
+    """Outside a partitioned ParameterServerStrategy the layer keeps one table (a model function
+    can use it everywhere); 'div' row shards give the first rows % shards shards one row more."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tpuestimator.models.embedding import sharded_embedding
+    from tpuestimator.partitioning import row_split, shard_count
+
+    assert row_split(2000, 2) == [1000, 1000] and row_split(10, 3) == [4, 3, 3]
+    assert shard_count(tf.distribute.get_strategy(), (2000, 16), "float32") == 1
+    layer = sharded_embedding(50, 4, name="emb")
+    ids = np.array([[0, 7], [49, 3]], dtype="int64")
+    rows = layer(ids)
+    assert layer.shards is None and [w.path for w in layer.weights] == ["emb/embeddings"]
+    np.testing.assert_allclose(rows.numpy(), tf.gather(layer.embeddings, ids).numpy())
