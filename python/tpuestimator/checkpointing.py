@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 
-from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
+from tpuestimator.cluster_task import remove_scratch, scratch_dir, task_role
 from tpuestimator.errors import ConfigError, TPUEstimatorError
 
 logger = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ def checkpoint_dir(model_dir: str) -> str:
     """Where this process writes checkpoints: the model dir, except on a non-chief worker of a
     `TF_CONFIG` cluster, which must still save (MultiWorkerMirroredStrategy reads the
     variables collectively) but into a scratch folder outside the model dir, removed when
-    the process ends (`cluster_role.scratch_dir`)."""
+    the process ends (`cluster_task.scratch_dir`)."""
     role = task_role()
     if role.in_cluster and not role.is_chief:
         return scratch_dir(role, "checkpoints", model_dir)

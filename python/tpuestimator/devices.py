@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator import workarounds
-from tpuestimator.cluster_role import read_tf_config, task_role
+from tpuestimator import partitioning, workarounds
+from tpuestimator.cluster_task import cluster_spec, read_tf_config, task_role, tf_config_task, training_cluster_resolver
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -149,20 +149,11 @@ def describe_strategy(name: str, strategy, kind: str | None = None, topology: st
                       devices=devices, topology=topology)
 
 
-def cluster_spec() -> dict:
-    """TF_CONFIG's `cluster` ({task type: [host:port, ...]}), or {} when unset."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return {}
-    try:
-        return dict(json.loads(raw).get("cluster") or {})
-    except json.JSONDecodeError:
-        raise ConfigError("TF_CONFIG", raw, "valid JSON with `cluster` and `task` keys") from None
 
 
 def _parameter_server_strategy(run: Mapping[str, Any]):
     """ParameterServerStrategy for the coordinator (the `chief` task of TF_CONFIG); the `ps`
-    and `worker` tasks only run a `tf.distribute.Server` (`tpuestimator.cluster_roles`)."""
+    and `worker` tasks only run a `tf.distribute.Server` (`cluster_task.serve`)."""
     import tensorflow as tf
 
     cluster, task = cluster_spec(), tf_config_task() or {}
@@ -174,25 +165,17 @@ def _parameter_server_strategy(run: Mapping[str, Any]):
     partition = run.get("ps_partition")
     partitioner = None
     if partition:
-        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-            min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
-            max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
+        partitioner = partitioning.PsPartitioner(min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
+                                                 max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
     strategy = tf.distribute.experimental.ParameterServerStrategy(training_cluster_resolver(),
                                                                   variable_partitioner=partitioner)
+    if partitioner is not None:
+        partitioning.register(strategy, partitioner)
     workers = tuple(f"/job:worker/replica:0/task:{i}" for i in range(len(cluster["worker"])))
     return strategy, DeviceInfo(strategy_name="parameter_server", kind="cpu" if not tf.config.list_physical_devices("GPU")
                                 else "gpu", num_replicas=int(strategy.num_replicas_in_sync), devices=workers)
 
 
-def training_cluster_resolver():
-    """TF_CONFIG's cluster without its `evaluator`: the side-car evaluator serves nothing, and a
-    coordinator whose cluster lists it waits for it for ever (TF 2.21)."""
-    import tensorflow as tf
-
-    task = tf_config_task() or {}
-    jobs = {kind: list(addresses) for kind, addresses in cluster_spec().items() if kind != "evaluator"}
-    return tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(jobs), task_type=task.get("type"), task_id=int(task.get("index", 0)), rpc_layer="grpc")
 
 
 def is_parameter_server(strategy) -> bool:
@@ -270,10 +253,6 @@ def _with_timeout(fn, seconds: float):
     return box["value"]
 
 
-def tf_config_task() -> dict | None:
-    """The task of TF_CONFIG (`{"type": "worker", "index": 0}`), or None when unset."""
-    parsed = read_tf_config()
-    return parsed.get("task") if parsed else None
 
 
 def sync_workers(strategy) -> None:

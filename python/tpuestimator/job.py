@@ -19,7 +19,7 @@ import yaml
 
 from tpuestimator import checkpointing, data
 from tpuestimator.checkpointing import CheckpointMismatchError
-from tpuestimator.cluster_role import remove_scratch, scratch_dir, task_role
+from tpuestimator.cluster_task import remove_scratch, scratch_dir, task_role
 from tpuestimator.config import JobConfig, dump_config, load_config
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook

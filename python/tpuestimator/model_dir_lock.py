@@ -104,7 +104,7 @@ def lock_needed(tf_config: str | None = None) -> bool:
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError:
-        return True  # devices.tf_config_task raises the clear error for it
+        return True  # cluster_task.read_tf_config raises the clear error for it
     cluster = parsed.get("cluster") if isinstance(parsed, dict) else None
     task = parsed.get("task") if isinstance(parsed, dict) else None
     if not isinstance(cluster, dict) or not isinstance(task, dict):

@@ -25,8 +25,8 @@ import os
 import time
 from pathlib import Path
 
+from tpuestimator.cluster_task import tf_config_task
 from tpuestimator.config import JobConfig, load_config
-from tpuestimator.devices import tf_config_task
 from tpuestimator.from_config import build_estimator, input_fn_for
 from tpuestimator.io import atomic_write_json
 from tpuestimator.runs import naming

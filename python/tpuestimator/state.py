@@ -70,17 +70,22 @@ class TrainingState:
 
 
 def _refuse_sharded_weights(model) -> None:
-    """`run.ps_partition` sharded a trainable weight: Keras 3's optimizers cannot update a
-    `tf.distribute.ShardedVariable` (TF 2.21, Keras 3: "ShardedVariable doesn't support being
-    used as a reference" in the distributed update), so say so before training starts."""
+    """`run.ps_partition` sharded a weight of an ordinary layer: Keras 3's optimizers cannot
+    update a `tf.distribute.ShardedVariable` (TF 2.21, Keras 3: "ShardedVariable doesn't
+    support being used as a reference" in the distributed update), and a checkpoint cannot save
+    a Keras weight made of one, trainable or not (the saver asks it for a `device`), so say so
+    before training starts. Embedding tables shard through
+    `tpuestimator.models.embedding.sharded_embedding` (a layer that owns its shards)."""
     # by name: TensorFlow exports no public ShardedVariable class
-    sharded = [(w.path, len(w.value.variables)) for w in model.trainable_weights
+    sharded = [(w.path, len(w.value.variables)) for w in model.weights
                if type(getattr(w, "value", None)).__name__ == "ShardedVariable"]
     if sharded:
         names = ", ".join(f"{path} ({n} shards)" for path, n in sharded)
         raise ConfigError("run.ps_partition", names,
-                          "no sharding of trainable weights: Keras 3's optimizers cannot update a sharded variable "
-                          "yet; set run.ps_partition: null or raise min_shard_bytes above the largest weight's size")
+                          "no sharding of this layer's weights: Keras 3's optimizers cannot update a sharded variable "
+                          "nor its checkpoints save one; build embedding tables with tpuestimator.models.embedding.sharded_embedding "
+                          "(shards the table itself), or raise min_shard_bytes above this weight's size, or set "
+                          "run.ps_partition: null")
 
 
 def random_state_variables(model) -> list:

@@ -172,7 +172,7 @@ PRIVATE_ATTRIBUTE_EXCEPTIONS = {
     ("tpuestimator.checkpointing", "_copy_trackable_to_cpu"),
     # per-device input datasets without autotuning (workarounds.fast_multi_device_iterator_teardown)
     ("tpuestimator.workarounds", "_create_device_dataset"),
-    # a ps/worker task's exit: a tf.distribute.Server cannot be stopped (cluster_roles.serve)
+    # a ps/worker task's exit: a tf.distribute.Server cannot be stopped (cluster_task.serve)
     ("tpuestimator.commands.train", "_exit"),
 }
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tpuestimator.cluster_role import read_tf_config, task_role
+from tpuestimator.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
 from tpuestimator.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
 
@@ -196,6 +196,8 @@ def _lines_of(lines: list, name: str) -> list[str]:
 
 @pytest.mark.slow
 def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path):
+    """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
+    chief's checkpoint into the chief's run record."""
     from tpuestimator.job import run_job
     from tpuestimator.runs import ls_runs
 
@@ -203,7 +205,7 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     model_dir, runs_dir = tmp_path / "model", tmp_path / "runs"
     lines: list = []
     result = run_local_cluster(
-        config, workers=2, env=_env(tmp_path), on_line=lambda task, line: lines.append((task.name, line)),
+        config, workers=2, evaluator=True, env=_env(tmp_path), on_line=lambda task, line: lines.append((task.name, line)),
         train_args=["--set", "run.strategy=multi_worker", *_same_batches(), "--set", "export.enabled=true",
                     "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)])
     assert result.returncode == 0, lines[-40:]
@@ -216,7 +218,7 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     # checkpoints, the export and the run record written once, by the chief; no worker
     # scratch left anywhere
     assert sorted(os.listdir(model_dir)) == ["checkpoint", "ckpt-40.data-00000-of-00001", "ckpt-40.index",
-                                             "config.yaml", "export", "last_evaluation.json"]
+                                             "config.yaml", "eval_sidecar", "export", "last_evaluation.json"]
     assert os.listdir(model_dir / "export" / "final") == ["40"]
     assert len(ls_runs(str(runs_dir))) == 1
     assert _scratch_left(tmp_path) == []
@@ -224,6 +226,14 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     assert summary["global_step"] == 40 and summary["metrics"]["num_examples"] == PARITY_EVAL_EXAMPLES
     with open(os.path.join(summary["run_dir"], "tfruns.d", "evaluation.json")) as f:
         cluster_loss = json.load(f)["loss"]
+    # the side-car evaluator (same --model-dir / --runs-dir) wrote its evaluation of the chief's
+    # checkpoint into the chief's run record: the same loss, every eval example once
+    from tpuestimator.runs import run_info
+
+    (sidecar,) = run_info(summary["run_dir"])["sidecar_evaluations"]
+    assert sidecar["step"] == 40 and sidecar["num_examples"] == PARITY_EVAL_EXAMPLES
+    assert abs(sidecar["loss"] - cluster_loss) < LOSS_TOLERANCE
+    assert "side-car evaluator: evaluated the checkpoints of steps 40" in _lines_of(lines, "evaluator 0")
     # one process, same global batch (16), same data order and seed
     single = run_job(config, overrides=["data.shuffle_buffer=1", "run.strategy=cpu"], model_dir=str(tmp_path / "one"),
                      record=False, export=False)

@@ -43,3 +43,28 @@ test_that("two workers train the parity job from R and the chief's run comes bac
   expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
   expect_identical(nrow(ls_runs(file.path(out, "runs"))), 1L)  # one run record: the chief's
 })
+
+test_that("a parameter-server cluster needs run.strategy: parameter_server, checked before any process starts", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  err <- expect_error(quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L, ps = 1L),
+                                        run.strategy = "multi_worker", verbose = FALSE)),
+                      class = "tpuestimator_config_error")
+  expect_match(conditionMessage(err), "parameter_server with --ps")
+})
+
+test_that("two workers and a parameter server train the parity job from R (asynchronously)", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  out <- withr::local_tempdir()
+  run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2, ps = 1),
+                           run.strategy = "parameter_server", train.max_steps = 20L,
+                           run.ps_steps_per_invocation = 5L, verbose = FALSE,
+                           model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs")))
+  expect_s3_class(run, "tpu_run")
+  expect_identical(run$global_step, 20L)  # both workers' steps, counted by the chief
+  expect_identical(as.integer(run$metrics$num_examples), 24L)  # evaluated once, on the chief
+  expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
+  runs <- ls_runs(file.path(out, "runs"))
+  expect_identical(nrow(runs), 1L)
+})

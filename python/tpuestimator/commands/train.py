@@ -33,7 +33,7 @@ def print_metrics(metrics: dict, stream=sys.stdout) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.cluster_roles import serve, task_role
+    from tpuestimator.cluster_task import serve, task_duty
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
     from tpuestimator.job import run_job
@@ -42,7 +42,7 @@ def run(args) -> int:
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
     resolve_model_fn(cfg.model)  # so does a model function that cannot be imported
-    role = task_role(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
+    role = task_duty(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
     if role == "server":
         info = serve()
         print(f"{info['task']}: the chief has finished; exiting", flush=True)
