@@ -53,6 +53,14 @@ def _configure_logging(verbose: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGINT) before the job installed its handlers, e.g. while importing
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -73,9 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "DiskFullError":
             return EXIT_DISK_FULL
         return 2 if type(exc).__name__ in ("ConfigError", "DataError", "TPUUnavailableError") else 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":
