@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuestimator.errors import TPUEstimatorError
+from tpuestimator.processes import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -65,32 +66,9 @@ class ModelDirLockedError(TPUEstimatorError, RuntimeError):
         super().__init__(message)
 
 
-def process_start_time(pid: int) -> float | None:
-    """Epoch seconds at which process `pid` started (Linux /proc), None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
 def owner_alive(owner: Mapping[str, Any]) -> bool:
     """Whether the process a lock file names still runs (this host only: False elsewhere)."""
-    pid = owner.get("pid")
-    if owner.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    started, recorded = process_start_time(pid), owner.get("started")
-    # A pid reused by a process that started after the lock was taken is not the owner.
-    return started is None or not isinstance(recorded, (int, float)) or started <= recorded + 2.0
+    return process_alive(owner.get("host"), owner.get("pid"), owner.get("started"))
 
 
 def lock_needed(tf_config: str | None = None) -> bool:

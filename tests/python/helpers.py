@@ -1,6 +1,8 @@
 """Small in-memory input functions and model functions for the core tests."""
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 
 
@@ -38,3 +40,15 @@ def finite_input_fn(x, y):
         ds = tf.data.Dataset.from_tensor_slices(({"x": x}, y))
         return ds.batch(params["batch_size"], drop_remainder=True)
     return input_fn
+
+
+def one_clear_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    """Asserts a CLI run failed with exit `code` and ONE `error: ` line holding each needle, no traceback."""
+    err = proc.stderr
+    assert proc.returncode == code, proc.stdout[-2000:] + err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, err[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
+from helpers import one_clear_error
 from tpuestimator.errors import ConfigError, DataError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,17 +46,6 @@ def _cli(args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subproces
                           text=True, timeout=timeout)
 
 
-def _one_clear_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
-    err = proc.stderr
-    assert proc.returncode == code, proc.stdout[-2000:] + err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, err[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 # ---------------------------------------------------------------- up front, nothing written
 def test_unimportable_model_fails_before_tensorflow_starts_and_writes_nothing(tmp_path, python_env):
     config = _digits(tmp_path)
@@ -64,7 +54,7 @@ def test_unimportable_model_fails_before_tensorflow_starts_and_writes_nothing(tm
     proc = subprocess.run([sys.executable, "-c", script, "train", str(config), "--set", "model=nosuchmodule:build",
                            "--runs-dir", "runs", "--model-dir", "m"], env=python_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
-    _one_clear_error(proc, 2, "`model`", "nosuchmodule:build", "cnn, image_classifier, linear, mlp", "PYTHONPATH")
+    one_clear_error(proc, 2, "`model`", "nosuchmodule:build", "cnn, image_classifier, linear, mlp", "PYTHONPATH")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "m").exists()
 
 
@@ -155,4 +145,4 @@ def test_bad_files_give_one_data_error_exit_2(trained, python_env, case):
         "predict_broken_png": (["predict", result.export_dir, "broken.png"],
                                ["broken.png: cannot be decoded as an image (Invalid PNG"]),
     }[case]
-    _one_clear_error(_cli(args, python_env, work), 2, *needles)
+    one_clear_error(_cli(args, python_env, work), 2, *needles)

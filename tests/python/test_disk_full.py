@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
+from helpers import one_clear_error
 from tpuestimator.errors import DiskFullError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,17 +29,6 @@ DIGITS = REPO / "python" / "tpuestimator" / "examples" / "digits"
 def _digits(tmp: Path) -> Path:
     shutil.copytree(DIGITS, tmp / "digits")
     return tmp / "digits" / "digits.yaml"
-
-
-def _one_clear_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
-    err = proc.stderr
-    assert proc.returncode == code, proc.stdout[-2000:] + err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, err[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def test_disk_full_is_recognised_in_its_three_forms():
@@ -112,9 +102,9 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
         assert tf.train.latest_checkpoint(str(tmp_path / "after" / "m")).endswith("ckpt-200")
         shutil.rmtree(tmp_path / "after")
         (tmp_path / "before").rename(tmp_path / "after")
-    line = _one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
-                            "step 150", "KiB free there", "Its partial files were removed",
-                            "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
+    line = one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
+                           "step 150", "KiB free there", "Its partial files were removed",
+                           "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
     model_dir = tmp_path / "after" / "m"
     assert _leftovers(model_dir) == []
     latest = tf.train.latest_checkpoint(str(model_dir))
@@ -136,9 +126,9 @@ def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path,
            "--set eval.every_n_steps=100")
     # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
     proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
-    _one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
-                     "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
-                     "no need to train again")
+    one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
+                    "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
+                    "no need to train again")
     assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-100")
     assert (tmp_path / "m" / "export" / "final" / "100" / "saved_model.pb").exists()
     assert (tmp_path / "m" / "export" / "final" / "100" / "assets.extra" / "tpuestimator.json").exists()
@@ -169,7 +159,7 @@ def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_p
            "--set train.save_checkpoints_steps=50 --set eval.every_n_steps=50")
     # ~200 KB left: the SavedModel (about 430 KB) does not fit
     proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
-    _one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
-                     "export", "The partial export was removed; the checkpoints in m are unaffected")
+    one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
+                    "export", "The partial export was removed; the checkpoints in m are unaffected")
     assert [p.name for p in (tmp_path / "after" / "exp" / "best").iterdir()] == []
     assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-50")

@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import shutil
-import socket
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import tpuestimator.runs.naming as naming
 from tpuestimator.errors import TPUEstimatorError
 from tpuestimator.io import json_safe
+from tpuestimator.processes import process_alive
 from tpuestimator.runs.record import OWNER_FILE
 from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 
@@ -116,34 +116,11 @@ def read_properties(run_dir: str | os.PathLike) -> dict[str, Any]:
     return props
 
 
-def _process_start_time(pid: int) -> float | None:
-    """Epoch seconds at which process `pid` started (Linux), None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
 def _owner_alive(run_dir: Path, start: float | None) -> bool:
     owner = read_json(run_dir / naming.RECORD_DIR / OWNER_FILE)
-    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+    if not isinstance(owner, dict):
         return False
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    started = _process_start_time(pid)
-    # A pid reused by a process that started after the run is not the run's owner.
-    return started is None or start is None or started <= start + 2.0
+    return process_alive(owner.get("host"), owner.get("pid"), start)
 
 
 def run_status(run_dir: str | os.PathLike, properties: Mapping[str, Any] | None = None) -> str:
