@@ -202,14 +202,23 @@ class Estimator:
             keras.utils.set_random_seed(self.config.seed)
         probe = input_fn(self.input_params(mode, global_batch=global_batch))
         features_spec, _ = split_element(probe.element_spec)
-        feature_spec = {name: (tuple(s.shape[1:]), s.dtype.name) for name, s in features_spec.items()}
+        # `data.transpose_input`: the model receives some features with the batch on another axis
+        # (`input_fn.batch_axes`); the feature spec keeps the layout clients send, the model is
+        # built on the one it receives.
+        batch_axes = getattr(input_fn, "batch_axes", None) or {}
+        feature_spec, build_shapes = {}, {}
+        for name, s in features_spec.items():
+            dims, axis = list(s.shape), batch_axes.get(name, 0)
+            feature_spec[name] = (tuple(dims[:axis] + dims[axis + 1:]), s.dtype.name)
+            build_shapes[name] = tuple(dims[:axis] + [None] + dims[axis + 1:])
         params = self.input_params(mode, global_batch=global_batch)
         params["feature_spec"] = dict(feature_spec)
         for key in ("input_context", "mode", "start_step"):
             params.pop(key, None)
         return build_state(self.model_fn, params, feature_spec, strategy=self.strategy,
                            precision=self.config.precision, checkpoint_dir=checkpointing.checkpoint_dir(self.model_dir),
-                           keep_checkpoint_max=self.config.keep_checkpoint_max)
+                           keep_checkpoint_max=self.config.keep_checkpoint_max, build_shapes=build_shapes,
+                           to_model_layout=getattr(input_fn, "to_model_layout", None))
 
     @property
     def global_step(self) -> int:
@@ -500,7 +509,8 @@ class Estimator:
     # ------------------------------------------------------------------ export
     def serving_module(self, serving_inputs=None):
         """A `tf.Module` holding the model and its serving functions (`serving.serving_module`)."""
-        return serving_module(self.spec, self.state.feature_spec, serving_inputs)
+        return serving_module(self.spec, self.state.feature_spec, serving_inputs,
+                              to_model_layout=self.state.to_model_layout)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
                            checkpoint_path: str | None = None, serving_inputs=None) -> str:

@@ -50,7 +50,8 @@ class ServingInput:
     preprocess: Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
-def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, ServingInput] | None = None):
+def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, ServingInput] | None = None, *,
+                   to_model_layout: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None):
     """A `tf.Module` holding `spec.model`, its `serve` function (the `features` signature:
     `spec.serving_inputs` (default: the features the model was built on), `spec.serving_preprocess`,
     the predictions cast to float32, `class` strings from `spec.class_names`) and one function per
@@ -59,6 +60,11 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
     `module.signatures` maps signature names to the functions to save: `features`, the
     `serving_inputs` names and `serving_default` (the `features` function unless
     `serving_inputs` names one).
+
+    `to_model_layout` (the input function's, e.g. `data.pipeline.transpose_input` under
+    `data.transpose_input`) runs in every signature right before the model: clients send the
+    natural layout (`[b, h, w, c]` images, records, image bytes) and the model receives exactly
+    what evaluation gives it.
     """
     import tensorflow as tf
 
@@ -70,6 +76,8 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
     module.model = spec.model
 
     def predictions(model_features):
+        if to_model_layout is not None:
+            model_features = to_model_layout(dict(model_features))
         outputs = spec.model(model_inputs(model_features), training=False)
         preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
         preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
@@ -287,6 +295,8 @@ def predict_inputs(inputs, meta: dict) -> dict:
     section = dict(meta.get("data") or {})
     section["eval"] = files
     section.pop("train", None)
+    # the `features` signature takes the client layout and applies `transpose_input` itself
+    section["transpose_input"] = False
     input_fn = data.make_input_fn(section, "predict")
     columns: dict[str, list] = {}
     with data.translate_errors(input_fn.data_section, "predict"):  # a bad file is named with its record

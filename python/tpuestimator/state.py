@@ -26,7 +26,10 @@ class TrainingState:
       checkpoint, manager: the `tf.train.Checkpoint` (model, optimizer, step, the model's
         random seed generators' state) and its
         `tf.train.CheckpointManager` in the model dir.
-      feature_spec: {feature name: (shape without the batch, dtype name)} of the input.
+      feature_spec: {feature name: (shape without the batch, dtype name)} of the input, in the
+        layout clients send (`[b, h, w, c]` images, also under `data.transpose_input`).
+      to_model_layout: None, or `features -> features` the input function applied after
+        batching (`data.transpose_input`); the export's signatures apply it too.
       train_metrics: {"loss": Mean, "report/<name>": Mean}, read and reset after each loop.
       eval_loss, eval_count: the evaluation's masked mean loss and example count.
       eval_metrics: {name: (keras Metric, None or fn(labels, outputs) -> values)}.
@@ -42,6 +45,7 @@ class TrainingState:
     eval_loss: Any
     eval_count: Any
     eval_metrics: dict
+    to_model_layout: Any = None
 
     @property
     def model(self):
@@ -95,9 +99,13 @@ def random_state_variables(model) -> list:
 
 
 def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precision: str, checkpoint_dir: str,
-                keep_checkpoint_max: int) -> TrainingState:
+                keep_checkpoint_max: int, build_shapes: dict | None = None,
+                to_model_layout: Any = None) -> TrainingState:
     """Calls the model function in the strategy's scope (under `precision`'s Keras policy) and
     builds the model, optimizer, global step, metrics and checkpoint manager around it.
+
+    `build_shapes` (name -> shape with None for the batch, in the layout the model receives)
+    defaults to `(None, *shape)` of `feature_spec`.
 
     Raises:
       ModelFnError: the model function returned something else than a `ModelSpec`, or a
@@ -117,7 +125,7 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
             if precision == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             if not spec.model.built:
-                spec.model.build({k: (None, *s) for k, (s, _) in feature_spec.items()})
+                spec.model.build(build_shapes or {k: (None, *s) for k, (s, _) in feature_spec.items()})
             _refuse_sharded_weights(spec.model)
             optimizer.build(spec.model.trainable_variables)
             step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
@@ -145,4 +153,4 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
     return TrainingState(spec=dataclasses.replace(spec, optimizer=optimizer), optimizer=optimizer,
                          global_step=step, checkpoint=checkpoint, manager=manager, feature_spec=feature_spec,
                          train_metrics=train_metrics, eval_loss=eval_loss, eval_count=eval_count,
-                         eval_metrics=eval_metrics)
+                         eval_metrics=eval_metrics, to_model_layout=to_model_layout)

@@ -84,6 +84,9 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
                              num_classes=classes, skip_batches=skip, service_job=job)
 
     input_fn.data_section = section  # for error translation by the caller
+    if section.get("transpose_input"):  # read by the Estimator: feature spec, model build and export
+        input_fn.to_model_layout = transpose_input
+        input_fn.batch_axes = dict(TRANSPOSED_BATCH_AXES)
     input_fn.mode = mode
     setattr(input_fn, SKIPS_ATTRIBUTE, True)  # it skips to params["start_step"] itself, before decoding
     return input_fn
@@ -255,8 +258,20 @@ def _static_batch(batch_size: int):
     return fn
 
 
-def _transpose(features, labels):
+# `data.transpose_input`: the axis of each feature's batch in what the model receives.
+TRANSPOSED_BATCH_AXES = {"image": 3}
+
+
+def transpose_input(features):
+    """`data.transpose_input` (TPUEstimator's flowers-example TPU trick): `image` [b, h, w, c] ->
+    [h, w, c, b]; the model function transposes back. The eval/train pipeline and every
+    signature of an export (serving.serving_module) apply this same function, so serving
+    gives the model exactly what evaluation gives it."""
     out = dict(features)
-    if "image" in out:  # [b, h, w, c] -> [h, w, c, b] (the flowers example's TPU trick)
+    if "image" in out:
         out["image"] = tf.transpose(out["image"], [1, 2, 3, 0])
-    return out, labels
+    return out
+
+
+def _transpose(features, labels):
+    return transpose_input(features), labels

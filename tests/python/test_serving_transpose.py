@@ -1,0 +1,102 @@
+"""Issue 15: with `data.transpose_input: true` the eval input hands the model images as
+[h, w, c, b]; every signature of the export must give the model exactly that while clients keep
+sending the natural layout ([b, h, w, c] for `features`, records / image bytes for the others).
+Each signature, loaded with `tf.saved_model.load`, must match `Estimator.predict` within 1e-5."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DIGITS = HERE.parents[1] / "python" / "tpuestimator" / "examples" / "digits"
+OVERRIDES = ["model=transposed_models:transposed_conv", "params.image_shape=[8,8,1]", "data.transpose_input=true", "train.max_steps=20",
+             "train.iterations_per_loop=10", "eval.every_n_steps=20", "train.save_checkpoints_steps=20",
+             "export.exporters=[final]"]
+N = 7
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    import tensorflow as tf
+
+    from tpuestimator.job import build_estimator, input_fn_for, load_job_config, run_job
+
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    model_dir = str(tmp_path_factory.mktemp("transpose") / "model")
+    result = run_job(str(DIGITS / "digits.yaml"), overrides=OVERRIDES, model_dir=model_dir, record=False)
+    cfg = load_job_config(result.model_dir)
+    est = build_estimator(cfg, model_dir=result.model_dir)
+    rows = list(est.predict(input_fn_for(cfg, "eval")))
+    expected = {"probabilities": np.stack([r["probabilities"] for r in rows[:N]]),
+                "class_id": np.asarray([r["class_id"] for r in rows[:N]])}
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(DIGITS / "eval.tfrecord")).take(N)]
+    pixels = [tf.reshape(tf.io.decode_raw(tf.io.parse_single_example(
+        r, {"image_raw": tf.io.FixedLenFeature([], tf.string)})["image_raw"], tf.uint8), [8, 8, 1]) for r in records]
+    # the eval features in the natural layout: the eval input with transpose_input off
+    plain = input_fn_for(cfg, "eval")
+    section = dict(plain.data_section, transpose_input=False)
+    from tpuestimator.data import make_input_fn
+
+    natural = next(iter(make_input_fn(section, "eval")({"batch_size": N})))[0]["image"].numpy()
+    transposed = next(iter(plain({"batch_size": N})))[0]["image"].numpy()
+    return {"export": result.export_dir, "estimator": est, "expected": expected, "records": records,
+            "pngs": [tf.io.encode_png(p).numpy() for p in pixels], "natural": natural,
+            "transposed": transposed}
+
+
+def test_eval_input_is_transposed_and_feature_spec_keeps_the_client_layout(job):
+    from tpuestimator.serving import open_export
+
+    assert job["transposed"].shape == (8, 8, 1, N)          # what evaluation gives the model
+    np.testing.assert_array_equal(job["transposed"], np.transpose(job["natural"], [1, 2, 3, 0]))
+    assert job["estimator"].feature_spec == {"image": ((8, 8, 1), "float32")}
+    export = open_export(job["export"])
+    assert export.input_specs("features")["image"].shape.as_list() == [None, 8, 8, 1]
+    assert export.meta["feature_spec"] == {"image": [[8, 8, 1], "float32"]}
+
+
+@pytest.mark.parametrize("n", [1, N])
+@pytest.mark.parametrize("signature", ["serving_default", "image_bytes", "features"])
+def test_every_signature_matches_estimator_predict(job, signature, n):
+    import tensorflow as tf
+
+    inputs = {"serving_default": {"examples": tf.constant(job["records"][:n])},
+              "image_bytes": {"image_bytes": tf.constant(job["pngs"][:n])},
+              "features": {"image": tf.constant(job["natural"][:n])}}[signature]
+    out = tf.saved_model.load(job["export"]).signatures[signature](**inputs)
+    np.testing.assert_allclose(out["probabilities"].numpy(), job["expected"]["probabilities"][:n], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(out["class_id"].numpy(), job["expected"]["class_id"][:n])
+
+
+def test_predict_with_the_export_matches_estimator_predict(job):
+    from tpuestimator.serving import predict
+
+    rows = predict(job["export"], [str(DIGITS / "eval.tfrecord")])
+    np.testing.assert_allclose(np.stack([r["probabilities"] for r in rows[:N]]), job["expected"]["probabilities"],
+                               atol=1e-5, rtol=0)
+
+
+def test_tflite_conversion_of_the_features_signature(job):
+    from tpuestimator import litert
+
+    content = litert.convert(job["export"])
+    out = litert.run(litert.interpreter(content), {"image": job["natural"][:1]})
+    np.testing.assert_allclose(out["probabilities"], job["expected"]["probabilities"][:1], atol=1e-5, rtol=0)
+
+
+def test_export_job_from_checkpoints_applies_the_transpose(job, tmp_path):
+    """`tpuestimator export` (export_job) rebuilds the Estimator from the job's input: same signatures."""
+    import tensorflow as tf
+
+    from tpuestimator.job import export_job
+
+    path = export_job(str(Path(job["export"]).parents[2]), str(tmp_path / "manual"))
+    loaded = tf.saved_model.load(path)
+    for signature, inputs in (("features", {"image": tf.constant(job["natural"])}),
+                              ("serving_default", {"examples": tf.constant(job["records"])})):
+        np.testing.assert_allclose(loaded.signatures[signature](**inputs)["probabilities"].numpy(),
+                                   job["expected"]["probabilities"], atol=1e-5, rtol=0)
