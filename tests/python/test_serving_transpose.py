@@ -17,6 +17,8 @@ OVERRIDES = ["model=transposed_models:transposed_conv", "params.image_shape=[8,8
              "export.exporters=[final]"]
 N = 7
 
+pytestmark = pytest.mark.slow   # one 20-step training run and two exports (about 6 s)
+
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
