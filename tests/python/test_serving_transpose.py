@@ -102,3 +102,18 @@ def test_export_job_from_checkpoints_applies_the_transpose(job, tmp_path):
                               ("serving_default", {"examples": tf.constant(job["records"])})):
         np.testing.assert_allclose(loaded.signatures[signature](**inputs)["probabilities"].numpy(),
                                    job["expected"]["probabilities"], atol=1e-5, rtol=0)
+
+
+def test_tflite_export_calibrates_and_verifies_in_the_client_layout(job, tmp_path):
+    """`tpuestimator export --format tflite --quantize int8`: the calibration and check batches go
+    to the `features` signature, so they are read untransposed, as clients send them."""
+    from tpuestimator import litert
+    from tpuestimator.model_dir_jobs import export_model
+
+    result = export_model(str(Path(job["export"]).parents[2]), str(tmp_path / "lite"), format="tflite",
+                          quantize="int8", representative_batches=1, warmup=0)
+    report = result.tflite   # checked on all 360 eval records against the SavedModel (a 20-step model: near ties)
+    assert report["examples"] == 360 and report["representative_examples"] == 64, report
+    assert report["top1_agreement"] >= 0.9 and report["max_abs_diff"] < 0.1, report
+    out = litert.run(litert.interpreter(Path(result.path).read_bytes()), {"image": job["natural"][:1]})
+    np.testing.assert_allclose(out["probabilities"], job["expected"]["probabilities"][:1], atol=0.1)
