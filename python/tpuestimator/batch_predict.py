@@ -116,7 +116,9 @@ class ExportPredictor:
         if not self.data_section:
             raise ConfigError("EXPORT_DIR", self.export_dir, f"an export with assets.extra/{EXPORT_META} (its data "
                               "section says how to read records); re-export it with `tpuestimator export`")
-        section = dict(self.data_section)
+        # what is read here goes to the export's signatures, which take the client layout and
+        # apply `data.transpose_input` themselves
+        section = dict(self.data_section, transpose_input=False)
         key = "train" if mode == "train" else "eval"   # predict reads data.eval (data.spec.pattern_for)
         if pattern is not None:
             section[key] = pattern

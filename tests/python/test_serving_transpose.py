@@ -45,7 +45,9 @@ def job(tmp_path_factory):
 
     natural = next(iter(make_input_fn(section, "eval")({"batch_size": N})))[0]["image"].numpy()
     transposed = next(iter(plain({"batch_size": N})))[0]["image"].numpy()
-    return {"export": result.export_dir, "estimator": est, "expected": expected, "records": records,
+    labels = np.concatenate([lab.numpy() for _, lab in input_fn_for(cfg, "eval")({"batch_size": 64})])
+    return {"all_class_ids": np.asarray([r["class_id"] for r in rows]), "labels": labels,
+            "export": result.export_dir, "estimator": est, "expected": expected, "records": records,
             "pngs": [tf.io.encode_png(p).numpy() for p in pixels], "natural": natural,
             "transposed": transposed}
 
@@ -117,3 +119,13 @@ def test_tflite_export_calibrates_and_verifies_in_the_client_layout(job, tmp_pat
     assert report["top1_agreement"] >= 0.9 and report["max_abs_diff"] < 0.1, report
     out = litert.run(litert.interpreter(Path(result.path).read_bytes()), {"image": job["natural"][:1]})
     np.testing.assert_allclose(out["probabilities"], job["expected"]["probabilities"][:1], atol=0.1)
+
+
+def test_evaluate_export_reads_the_eval_records_untransposed(job):
+    """`tpuestimator evaluate EXPORT_DIR`: the eval pipeline's batches go to the `features`
+    signature in the client layout; its accuracy is the Estimator's on the same records."""
+    from tpuestimator.export_jobs import evaluate_export
+
+    report = evaluate_export(job["export"], batch_size=64, record=False)
+    assert report["num_examples"] == 360
+    assert report["accuracy"] == pytest.approx(float(np.mean(job["all_class_ids"] == job["labels"])), abs=1e-9)
