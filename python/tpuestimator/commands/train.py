@@ -26,7 +26,8 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def print_metrics(metrics: dict, stream=sys.stdout) -> None:
+def print_metrics(metrics: dict, stream=None) -> None:
+    stream = stream or sys.stdout  # read at call time: a default of sys.stdout would keep a replaced, closed stream
     for key, value in metrics.items():
         shown = f"{value:.4f}" if isinstance(value, float) else value
         print(f"  {key:<14} {shown}", file=stream)
