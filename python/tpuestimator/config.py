@@ -140,33 +140,18 @@ class JobConfig:
     # Typed views of the sections (`cfg.train.max_steps`): every field the schema declares,
     # and only those, so a field name is spelled in the schema and at its use, never as a
     # `raw["train"]["max_steps"]` string lookup (tests/python/test_architecture.py checks).
-    @property
-    def data(self):
-        return section_view(self.raw, "data")
+    data = property(lambda self: section_view(self.raw, "data"))
+    train = property(lambda self: section_view(self.raw, "train"))
+    eval = property(lambda self: section_view(self.raw, "eval"))
+    predict = property(lambda self: section_view(self.raw, "predict"))
+    export = property(lambda self: section_view(self.raw, "export"))
+    run = property(lambda self: section_view(self.raw, "run"))
+    debug = property(lambda self: section_view(self.raw, "debug"))
 
     @property
-    def train(self):
-        return section_view(self.raw, "train")
-
-    @property
-    def eval(self):
-        return section_view(self.raw, "eval")
-
-    @property
-    def predict(self):
-        return section_view(self.raw, "predict")
-
-    @property
-    def export(self):
-        return section_view(self.raw, "export")
-
-    @property
-    def run(self):
-        return section_view(self.raw, "run")
-
-    @property
-    def debug(self):
-        return section_view(self.raw, "debug")
+    def has_eval_data(self) -> bool:
+        """Whether the job has evaluation data: `data.eval`, or a manifest (which holds the splits)."""
+        return bool(self.data.eval) or self.data.manifest is not None
 
     @property
     def model_dir(self) -> str:

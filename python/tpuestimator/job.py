@@ -139,7 +139,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
                 # Up front, before anything else is written: the model function's import, batch
                 # sizes that split over the replicas, labels in range (preflight.py).
                 estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
-                check_job(cfg, estimator, has_eval=_has_eval(cfg))
+                check_job(cfg, estimator, has_eval=cfg.has_eval_data)
                 return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
                                    estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
                                    progress=progress, export=export, resume=resume, stopper=stopper)
@@ -279,16 +279,11 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     return job_hooks
 
 
-def _has_eval(cfg: JobConfig) -> bool:
-    section = cfg.section("data")
-    return bool(section.get("eval")) or "manifest" in section
-
-
 def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=None) -> JobResult:
     section = cfg.section("data")
     model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
-    eval_fn = input_fn_for(cfg, "eval") if _has_eval(cfg) else None
+    eval_fn = input_fn_for(cfg, "eval") if cfg.has_eval_data else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")

@@ -113,7 +113,7 @@ def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup
     if estimator.latest_checkpoint() is None:
         raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
     # Building the model needs the feature spec: one probe of the eval (or train) input.
-    has_eval = bool(cfg.data.eval) or cfg.data.manifest is not None
+    has_eval = cfg.has_eval_data
     estimator.build(input_fn_for(cfg, "eval" if has_eval else "train"), Mode.EVAL if has_eval else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
     section = cfg.section("data")

@@ -51,7 +51,7 @@ def planned_evals(cfg: JobConfig) -> int | None:
     every = cfg.eval.every_n_steps
     if not max_steps:
         return None
-    if not cfg.data.eval and cfg.data.manifest is None:
+    if not cfg.has_eval_data:
         return max(1, -(-max_steps // cfg.train.iterations_per_loop))
     return -(-max_steps // every) if every else 1
 
