@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -37,12 +36,6 @@ from tpuestimator.serving import (
 )
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-
-
-def is_export_dir(path: str | os.PathLike) -> bool:
-    """True for a SavedModel folder written by tpuestimator (saved_model.pb + its metadata)."""
-    path = Path(path)
-    return (path / "saved_model.pb").is_file() and (path / "assets.extra" / EXPORT_META).is_file()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tpuestimator.batch_predict import ExportPredictor, is_export_dir, iter_labelled_batches, iter_predictions
+from tpuestimator.batch_predict import ExportPredictor, iter_labelled_batches, iter_predictions
 from tpuestimator.classification_metrics import ClassificationReport, StreamingClassificationMetrics
 from tpuestimator.errors import ConfigError
-from tpuestimator.io import atomic_write_json, atomic_write_text
+from tpuestimator.io import atomic_write_json
 from tpuestimator.prediction_files import PredictionFileWriter, prediction_columns
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.confusion_plot import write_confusion_png
+from tpuestimator.serving import is_export_dir
 
 __all__ = ["evaluate_export", "is_export_dir", "predict_columns", "predict_to_file"]
 
@@ -122,10 +123,10 @@ def _record(recorder: RunRecorder, report: ClassificationReport) -> None:
         tmp = Path(tmp)
         write_confusion_png(report.confusion_matrix, report.class_names, tmp / "confusion_matrix.png")
         names = report.class_names
-        lines = [",".join(["true\\predicted", *(_csv_text(n) for n in names)])]
-        lines += [",".join([_csv_text(names[i]), *(str(int(v)) for v in row)])
-                  for i, row in enumerate(report.confusion_matrix)]
-        atomic_write_text(tmp / "confusion_matrix.csv", "\n".join(lines) + "\n")
+        with open(tmp / "confusion_matrix.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(["true\\predicted", *names])
+            writer.writerows([names[i], *(int(v) for v in row)] for i, row in enumerate(report.confusion_matrix))
         with open(tmp / "per_class.csv", "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=["class_id", "class", "precision", "recall", "f1", "support",
                                                    "auc"])
@@ -135,10 +136,6 @@ def _record(recorder: RunRecorder, report: ClassificationReport) -> None:
         atomic_write_json(tmp / "evaluation_details.json", report.to_dict())
         for name in ("confusion_matrix.png", "confusion_matrix.csv", "per_class.csv", "evaluation_details.json"):
             recorder.add_artifact(tmp / name, name)
-
-
-def _csv_text(name: str) -> str:
-    return f'"{name}"' if any(ch in name for ch in ',"\n') and not name.startswith('"') else name
 
 
 def predict_to_file(export_dir: str, inputs: str | Iterable[str], out: str | os.PathLike, *, batch_size: int = 1024,

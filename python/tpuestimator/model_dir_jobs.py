@@ -21,7 +21,7 @@ from tpuestimator.errors import ConfigError
 from tpuestimator.from_config import build_estimator, input_fn_for
 from tpuestimator.io import atomic_write_json
 from tpuestimator.model_dir_lock import model_dir_lock
-from tpuestimator.serving import EXPORT_META, data_serving_inputs, write_export_metadata
+from tpuestimator.serving import EXPORT_META, data_serving_inputs, is_export_dir, write_export_metadata
 from tpuestimator.spec import Mode
 
 logger = logging.getLogger(__name__)
@@ -118,8 +118,7 @@ def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup
     base = out or os.path.join(model_dir, "export", "manual")
     section = cfg.section("data")
     existing = os.path.join(base, str(estimator.global_step))
-    if format == "tflite" and os.path.isfile(os.path.join(existing, "saved_model.pb")) and \
-            os.path.isfile(os.path.join(existing, "assets.extra", EXPORT_META)):
+    if format == "tflite" and is_export_dir(existing):
         path = existing  # this checkpoint's SavedModel is there: each quantization's .tflite goes beside it
     else:
         path = estimator.export_saved_model(base, version=estimator.global_step,

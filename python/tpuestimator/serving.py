@@ -151,6 +151,12 @@ def load_export(export_dir: str):
     return loaded, meta
 
 
+def is_export_dir(path: str | os.PathLike) -> bool:
+    """True for a SavedModel folder written by tpuestimator (saved_model.pb + its metadata)."""
+    path = Path(path)
+    return (path / "saved_model.pb").is_file() and (path / "assets.extra" / EXPORT_META).is_file()
+
+
 def resolve_export_dir(path: str) -> str:
     """A SavedModel folder: `path` itself, or the `export/` folder of a run folder.
 
