@@ -244,9 +244,8 @@ def iter_labelled_batches(predictor: ExportPredictor, pattern: str | list[str] |
     if not section.get("eval"):
         raise ConfigError("--data", None, "a TFRecord pattern to evaluate on (the export's data section names "
                           "no data.eval)")
-    input_fn = data.make_input_fn(section, "eval")
-    ds = input_fn({"batch_size": batch_size, "mode": "eval", "input_context": None, "seed": 0, "start_step": 0,
-                   "num_classes": len(predictor.class_names) or None})
+    ds = data.client_layout_input(section, section["eval"], mode="eval", batch_size=batch_size,
+                                  num_classes=len(predictor.class_names) or None)()
     with data.translate_errors(section, "eval"):
         for features, labels in ds:
             yield labels.numpy(), predictor.run_features(features)

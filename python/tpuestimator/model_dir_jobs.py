@@ -176,11 +176,7 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
     batch_size = int(cfg.eval.batch_size)
 
     def batches(files):  # eval-mode decoding (no augmentation, no shuffle) of `files`, as clients send them
-        # untransposed: they go to the `features` signature, which applies `transpose_input` itself
-        read = dict(section, eval=files, transpose_input=False)
-        ds = data.make_input_fn(read, "eval")({"batch_size": batch_size, "mode": "eval", "input_context": None,
-                                               "seed": 0, "start_step": 0})
-        for features, _ in ds:
+        for features, _ in data.client_layout_input(section, files, mode="eval", batch_size=batch_size)():
             yield {k: v.numpy() for k, v in features.items()}
 
     calibrated = [0]

@@ -298,16 +298,10 @@ def predict_inputs(inputs, meta: dict) -> dict:
         return {"image": decode_image_files(images, (meta.get("data") or {}).get("image") or {})}
     from tpuestimator import data
 
-    section = dict(meta.get("data") or {})
-    section["eval"] = files
-    section.pop("train", None)
-    # the `features` signature takes the client layout and applies `transpose_input` itself
-    section["transpose_input"] = False
-    input_fn = data.make_input_fn(section, "predict")
+    read = data.client_layout_input(meta.get("data") or {}, files, mode="predict", batch_size=256)
     columns: dict[str, list] = {}
-    with data.translate_errors(input_fn.data_section, "predict"):  # a bad file is named with its record
-        ds = input_fn({"batch_size": 256, "mode": "predict", "input_context": None, "seed": 0, "start_step": 0})
-        for element in ds:
+    with data.translate_errors(read.data_section, "predict"):  # a bad file is named with its record
+        for element in read():
             features = element[0] if isinstance(element, tuple) else element
             for k, v in features.items():
                 columns.setdefault(k, []).append(v.numpy())

@@ -18,6 +18,7 @@ from typing import Any
 
 _EXPORTS = {
     "make_input_fn": "pipeline",
+    "client_layout_input": "pipeline",
     "build_dataset": "pipeline",
     "list_files": "pipeline",
     "parse_serialized": "pipeline",

@@ -10,6 +10,7 @@ training pipeline runs on tf.data service workers (`tpuestimator.data.service`).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,6 +40,29 @@ MODES = ("train", "eval", "predict")
 # Records per element read from each file: interleaving, caching and shuffling handle chunks, not
 # single records (25% less CPU per record than record-level interleaving, benchmarks/input_results.md).
 _CHUNK = 16
+
+
+def client_layout_input(data_section: Mapping[str, Any], files, *, mode: str, batch_size: int,
+                        num_classes: int | None = None) -> Callable[[], tf.data.Dataset]:
+    """`read()` -> one pass of `(features, labels)` batches of `files` (a pattern or a list),
+    decoded as the `mode` input pipeline decodes them but in the CLIENT layout: `transpose_input`
+    off, as an export's signatures take their inputs (they apply `transpose_input` themselves).
+    For what feeds records to an export: offline evaluation, batch prediction, the TFLite check.
+    `read.data_section` is the resolved section, for `translate_errors`.
+
+    Args:
+      data_section: the training's `data` section.
+      mode: "eval" or "predict" (one pass, no shuffle, no augmentation).
+    """
+    section = dict(data_section, eval=files, transpose_input=False)
+    section.pop("train", None)  # the files replace the training's own data
+    params = {"batch_size": batch_size, "mode": mode, "input_context": None, "seed": 0, "start_step": 0}
+    if num_classes:
+        params["num_classes"] = num_classes
+    input_fn = make_input_fn(section, mode)
+    read = functools.partial(input_fn, params)
+    read.data_section = input_fn.data_section
+    return read
 
 
 def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict], tf.data.Dataset]:
