@@ -152,6 +152,16 @@ def sync(state, *, asynchronous: bool) -> None:
             wait()
 
 
+def checkpoint_path_step(path: str | None) -> int | None:
+    """The global step in a checkpoint path (`.../ckpt-1500` -> 1500), None without one."""
+    if not path:
+        return None
+    try:
+        return int(path.rsplit("-", 1)[-1])
+    except ValueError:
+        return None
+
+
 def remove_partial_checkpoint(directory: str, last_complete_step: int | None) -> list[str]:
     """Deletes what failed saves left in `directory`: TensorFlow's `<prefix>-N_temp/` folders
     (only ever partial) and `<prefix>-N.index` / `.data-*` files newer than the last complete
@@ -198,8 +208,7 @@ def _on_disk_full(state, step: int):
             raise
         directory = state.manager.directory
         last = tf.train.latest_checkpoint(directory)
-        last_step = int(re.search(r"-(\d+)$", last).group(1)) if last and re.search(r"-(\d+)$", last) else None
-        removed = remove_partial_checkpoint(directory, last_step)
+        removed = remove_partial_checkpoint(directory, checkpoint_path_step(last))
         failed = sorted({int(m.group(1)) for p in removed if (m := re.search(r"-(\d+)(_temp|\.)", os.path.basename(p)))})
         what = f"checkpoint of step {failed[0] if failed else step}"
         kept = ("Its partial files were removed; " + (

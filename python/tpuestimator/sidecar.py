@@ -25,6 +25,7 @@ import os
 import time
 from pathlib import Path
 
+from tpuestimator.checkpointing import checkpoint_path_step
 from tpuestimator.cluster_task import tf_config_task
 from tpuestimator.config import JobConfig, load_config
 from tpuestimator.from_config import build_estimator, input_fn_for
@@ -62,10 +63,6 @@ def find_run_dir(model_dir: str, runs_dir: str | None, run_dir: str | None = Non
     return None
 
 
-def _checkpoint_step(path: str) -> int:
-    return int(path.rsplit("-", 1)[-1])
-
-
 def _new_checkpoints(model_dir: str, done: set[str]) -> list[str]:
     """The model dir's checkpoints not evaluated yet, oldest first (all the chief keeps, so a
     checkpoint written while the previous one was being evaluated is not skipped)."""
@@ -73,7 +70,7 @@ def _new_checkpoints(model_dir: str, done: set[str]) -> list[str]:
 
     state = tf.train.get_checkpoint_state(model_dir)
     paths = list(state.all_model_checkpoint_paths) if state else []
-    return sorted((p for p in paths if p not in done and tf.io.gfile.exists(p + ".index")), key=_checkpoint_step)
+    return sorted((p for p in paths if p not in done and tf.io.gfile.exists(p + ".index")), key=checkpoint_path_step)
 
 
 def run_sidecar_evaluator(config, *, model_dir: str | None = None, runs_dir: str | None = None,
@@ -128,7 +125,7 @@ def run_sidecar_evaluator(config, *, model_dir: str | None = None, runs_dir: str
         for path in todo:
             evaluated.add(path)
             metrics = estimator.evaluate(eval_fn, steps=cfg.eval.steps, checkpoint_path=path)
-            step = _checkpoint_step(path)
+            step = checkpoint_path_step(path)
             record["evaluations"].append({"step": step, "checkpoint": os.path.basename(path),
                                           **{k: v for k, v in metrics.items() if k != "global_step"}})
             logger.info("side-car evaluation of %s: %s", os.path.basename(path), metrics)

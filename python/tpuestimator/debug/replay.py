@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tpuestimator.checkpointing import checkpoint_path_step
 from tpuestimator.input_position import train_dataset
 from tpuestimator.spec import Mode, split_element
 from tpuestimator.tracing import device_function
@@ -235,15 +236,6 @@ class Finding:
     note: str = ""
 
 
-def _checkpoint_step(path: str | None) -> int | None:
-    if not path:
-        return None
-    try:
-        return int(path.rsplit("-", 1)[-1])
-    except ValueError:
-        return None
-
-
 def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix: str,
                          max_steps: int = 20_000) -> Finding:
     """Replays `estimator`'s training on the host from its last good checkpoint up to
@@ -263,7 +255,7 @@ def find_first_nonfinite(estimator, *, fail_step: int, bundle_checkpoint_prefix:
     input_fn = train_input.input_fn
     origin = train_input.origin
     latest = estimator.state.latest_checkpoint()
-    start = _checkpoint_step(latest)
+    start = checkpoint_path_step(latest)
     if latest is None:
         if origin != 0:
             return Finding(False, note=f"no checkpoint to start from (the input started at step {origin})")
