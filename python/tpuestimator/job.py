@@ -40,7 +40,7 @@ from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_di
 from tpuestimator.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
-from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
+from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_rows
 from tpuestimator.serving import data_serving_inputs, predict, write_export_metadata
 from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
@@ -169,7 +169,7 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
-                      planned_evals=planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
+                      planned_rows=planned_rows(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
         runs_dir = run_dir or runs_dir or cfg.run.runs_dir or "runs"
         with translate_disk_full(runs_dir, "run record", kept="Nothing was trained."):
@@ -260,7 +260,7 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
+def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks) -> list:
     """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
     message other hooks see), logging, the run record, debug hooks, progress, the user's."""
     model_dir = estimator.model_dir
@@ -268,9 +268,9 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     if recorder is not None:
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), job_flags(cfg), trial_id=recorder.name))
-        # metric rows (the loop's training metrics beside each evaluation, written before the
+        # metric rows (a row per loop, evaluations joining their loop's row, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
-        job_hooks.append(RecorderHook(recorder, has_eval=has_eval))
+        job_hooks.append(RecorderHook(recorder))
     job_hooks.extend(hooks_from_config(cfg.section("debug"), logdir=str(recorder.logs_dir) if recorder else None,
                                        model_dir=model_dir))
     if progress is not None:
@@ -284,7 +284,7 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
     eval_fn = input_fn_for(cfg, "eval") if cfg.has_eval_data else None
-    job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
+    job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks)
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
     serving_inputs = data_serving_inputs(section)

@@ -23,7 +23,7 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
     info = run_info(result.run_dir)
     assert info["status"] == "completed" and info["properties"]["script"] == "parity.yaml"
     props = info["properties"]
-    assert props["max_steps"] == 40 and props["global_step"] == 40 and props["epochs"] == 2
+    assert props["max_steps"] == 40 and props["global_step"] == 40 and props["epochs"] == 4
     assert "resumed_from_step" not in props
     # Property names against tfruns's own (R/ls_runs.R run_record(), return_runs()): no 'steps'
     # (tfruns would count rows against it, rule 12); none that tfruns computes itself and would
@@ -39,11 +39,14 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
     assert all(isinstance(props[k], int) for k in ("epochs", "batch_size"))
     metrics = info["metrics"]
     # Issue 12.2: the global step is tfruns's x axis ('epoch', not charted), training accuracy is
-    # recorded beside val_accuracy, and the rows are counted against 'epochs' (2/2, not 2/40).
-    assert list(metrics) == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
-    assert metrics["epoch"] == [20, 40] and len(metrics["val_loss"]) == 2
-    assert all(0.0 <= a <= 1.0 for a in metrics["accuracy"])
-    assert info["row"]["epochs_completed"] == info["row"]["epochs"] == 2
+    # recorded beside val_accuracy, and the rows are counted against 'epochs' (4/4, not 4/40).
+    # Issue 22.3: a row per training loop (the curve), val_ values at the two evaluations only.
+    assert list(metrics) == ["epoch", "val_loss", "val_accuracy", "accuracy", "loss"]
+    assert metrics["epoch"] == [10, 20, 30, 40]
+    assert metrics["val_loss"][0] is None and metrics["val_loss"][2] is None
+    assert None not in (metrics["val_loss"][1], metrics["val_loss"][3])
+    assert None not in metrics["loss"] and all(0.0 <= a <= 1.0 for a in metrics["accuracy"])
+    assert info["row"]["epochs_completed"] == info["row"]["epochs"] == 4
     # Issue 12.2: the console output is where tfruns's Output tab reads it.
     assert "Recording run in" in props["output"] or props["output"].strip()
     assert info["evaluation"]["loss"] == pytest.approx(result.metrics["loss"])
