@@ -11,7 +11,7 @@
 #' cfg <- tpu_config(tpu_example("digits"), train.max_steps = 300L)
 #' run <- tpu_train(cfg)
 #' run
-#' ls_runs()
+#' tpu_ls_runs()
 #' ```
 #'
 #' @section Choosing the Python:
@@ -32,7 +32,7 @@
 #' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
 #' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].
 #'
-#' @seealso [tpu_train()], [ls_runs()], [tpu_estimator()] for users of tfestimators.
+#' @seealso [tpu_train()], [tpu_ls_runs()], [tpu_estimator()] for users of tfestimators.
 #' @keywords internal
 "_PACKAGE"
 
@@ -43,6 +43,7 @@
 .globals$bridge <- NULL
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
+.globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
 
 #' The tpuestimator Python module
 #'
@@ -61,6 +62,7 @@ tpuestimator <- NULL
 
 .onLoad <- function(libname, pkgname) {
   configure_python()
+  register_foreign_methods()  # names.R: train()/evaluate()/export_savedmodel() beside tensorflow
   # With Python not started yet, this only records the import (library() stays fast and works
   # before Python is set up). With Python already running (e.g. the package reloaded, or R
   # embedded in Python through rpy2) the import happens now and may fail: keep a stand-in that

@@ -6,25 +6,25 @@
 #' of the recorded metrics, flags, properties, files and any error) and opens it
 #' in the browser (or RStudio's viewer).
 #'
-#' @param run_dir A run: a `tpu_run`, a row of [ls_runs()], a run folder, or
-#'   `NULL` for [latest_run()].
+#' @param run_dir A run: a `tpu_run`, a row of [tpu_ls_runs()], a run folder, or
+#'   `NULL` for [tpu_latest_run()].
 #' @param viewer A function called with the report's path (default
 #'   [utils::browseURL()]), or `NULL` to only write the report. Default: open it in
 #'   interactive sessions only.
 #' @param output The HTML file to write. Default: a temporary file.
 #' @param runs_dir The runs folder searched when `run_dir` is `NULL`.
 #' @return The path of the HTML report, invisibly.
-#' @seealso [compare_runs()], [ls_runs()]
+#' @seealso [tpu_compare_runs()], [tpu_ls_runs()]
 #' @examples
 #' \dontrun{
-#' view_run()                          # the latest run
-#' view_run(ls_runs()[2, ])
+#' tpu_view_run()                          # the latest run
+#' tpu_view_run(tpu_ls_runs()[2, ])
 #' }
 #' @export
-view_run <- function(run_dir = NULL, viewer = default_viewer(), output = NULL,
+tpu_view_run <- function(run_dir = NULL, viewer = default_viewer(), output = NULL,
                      runs_dir = default_runs_dir()) {
   run_dir <- as_run_dir(run_dir, "run_dir", runs_dir)
-  run <- run_info(run_dir)
+  run <- tpu_run_info(run_dir)
   output <- output %||% tempfile(paste0("run-", basename(run_dir), "-"), fileext = ".html")
   html <- run_report_html(run)
   writeLines(html, output, useBytes = TRUE)
@@ -36,18 +36,18 @@ view_run <- function(run_dir = NULL, viewer = default_viewer(), output = NULL,
 #' Writes an HTML report comparing two runs side by side (final evaluation,
 #' metrics charted together, the flags that differ) and opens it.
 #'
-#' @param runs Two runs: a data frame from [ls_runs()] with two rows, a character
+#' @param runs Two runs: a data frame from [tpu_ls_runs()] with two rows, a character
 #'   vector of two run folders, or a list of two `tpu_run`s. Default: the two most
 #'   recent runs.
-#' @inheritParams view_run
+#' @inheritParams tpu_view_run
 #' @return The path of the HTML report, invisibly.
 #' @examples
 #' \dontrun{
-#' compare_runs()
-#' compare_runs(ls_runs(order = "eval_accuracy")[1:2, ])
+#' tpu_compare_runs()
+#' tpu_compare_runs(tpu_ls_runs(order = "eval_accuracy")[1:2, ])
 #' }
 #' @export
-compare_runs <- function(runs = ls_runs(runs_dir = runs_dir, latest_n = 2), viewer = default_viewer(),
+tpu_compare_runs <- function(runs = tpu_ls_runs(runs_dir = runs_dir, latest_n = 2), viewer = default_viewer(),
                          output = NULL, runs_dir = default_runs_dir()) {
   dirs <- if (is.data.frame(runs)) {
     runs$run_dir
@@ -56,15 +56,15 @@ compare_runs <- function(runs = ls_runs(runs_dir = runs_dir, latest_n = 2), view
   } else if (is.list(runs)) {
     vapply(runs, function(r) as_run_dir(r, "runs"), "")
   } else {
-    arg_error("runs", runs, "two runs: an ls_runs() data frame with two rows or two run folders")
+    arg_error("runs", runs, "two runs: a tpu_ls_runs() data frame with two rows or two run folders")
   }
   if (length(dirs) != 2L) {
     stop("`runs` must hold exactly two runs to compare. Received ", length(dirs), " run(s)",
          if (length(dirs) < 2L) paste0(" (the runs folder \"", runs_dir, "\" holds ", length(list_run_dirs(runs_dir)),
                                        "); train another run or pass two run folders") else
-           "; select two rows, e.g. ls_runs()[1:2, ]", ".", call. = FALSE)
+           "; select two rows, e.g. tpu_ls_runs()[1:2, ]", ".", call. = FALSE)
   }
-  infos <- lapply(dirs, function(d) run_info(as_run_dir(d, "runs")))
+  infos <- lapply(dirs, function(d) tpu_run_info(as_run_dir(d, "runs")))
   output <- output %||% tempfile("compare-runs-", fileext = ".html")
   writeLines(compare_report_html(infos[[1]], infos[[2]]), output, useBytes = TRUE)
   open_report(output, viewer)

@@ -61,16 +61,16 @@ run_completed_rows <- function(metrics) {
 #'   `eval_accuracy > 0.9`.
 #' @return A data frame of class `tpu_runs_df`, one row per run (zero rows when
 #'   there are none).
-#' @seealso [latest_run()], [run_info()], [view_run()], [compare_runs()]
+#' @seealso [tpu_latest_run()], [tpu_run_info()], [tpu_view_run()], [tpu_compare_runs()]
 #' @examples
-#' runs <- ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
+#' runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
 #' nrow(runs)
 #' \dontrun{
-#' ls_runs(latest_n = 5)
-#' ls_runs(order = "eval_accuracy", subset = completed)
+#' tpu_ls_runs(latest_n = 5)
+#' tpu_ls_runs(order = "eval_accuracy", subset = completed)
 #' }
 #' @export
-ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "start",
+tpu_ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "start",
                     decreasing = TRUE, subset = NULL) {
   runs_dir <- as_string(runs_dir, "runs_dir")
   latest_n <- as_nullable_integer(latest_n, "latest_n")
@@ -89,7 +89,7 @@ ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "sta
   if (length(order) && nrow(df) > 1L) {
     missing_cols <- setdiff(order, names(df))
     if (length(missing_cols)) {
-      stop("`order` names columns that ls_runs() does not have: ", paste(missing_cols, collapse = ", "),
+      stop("`order` names columns that tpu_ls_runs() does not have: ", paste(missing_cols, collapse = ", "),
            ". Available: ", paste(names(df), collapse = ", "), ".", call. = FALSE)
     }
     keys <- lapply(order, function(col) {
@@ -226,7 +226,7 @@ run_status <- function(run_dir, props) {
   "interrupted"
 }
 
-# The type of each ls_runs() column, in the vocabulary shared with Python's column_type():
+# The type of each tpu_ls_runs() column, in the vocabulary shared with Python's column_type():
 # "character", "integer", "double", "logical" or "time".
 run_column_types <- function(df) {
   vapply(df, function(v) {
@@ -263,26 +263,26 @@ print.tpu_runs_df <- function(x, ...) {
 #'
 #' Reads a run folder into a `tpu_run` object (the same class [tpu_train()]
 #' returns), so it can be passed to [tpu_evaluate()], [tpu_predict()],
-#' [tpu_export()], [view_run()] and [tensorboard()]. Works without Python.
+#' [tpu_export()], [tpu_view_run()] and [tpu_tensorboard()]. Works without Python.
 #'
-#' @param run_dir A run folder (or a `tpu_run`, or a row of [ls_runs()]).
+#' @param run_dir A run folder (or a `tpu_run`, or a row of [tpu_ls_runs()]).
 #' @return A `tpu_run`: `run_dir`, `model_dir`, `export_dir`, `metrics` (the
 #'   final evaluation), `history` (`metrics.json` as a data frame), `global_step`,
 #'   `config` (when the run holds `config.yaml`), plus `flags`, `properties`,
 #'   `completed`, `start`, `end`, `error`.
 #' @examples
 #' \dontrun{
-#' run_info(ls_runs()$run_dir[[1]])
+#' tpu_run_info(tpu_ls_runs()$run_dir[[1]])
 #' }
 #' @export
-run_info <- function(run_dir) {
+tpu_run_info <- function(run_dir) {
   if (inherits(run_dir, "tpu_run")) run_dir <- run_dir$run_dir
   if (is.data.frame(run_dir)) run_dir <- run_dir$run_dir[[1]]
   run_dir <- as_string(run_dir, "run_dir")
   meta_dir <- file.path(run_dir, "tfruns.d")
   if (!dir.exists(meta_dir)) {
     stop("`run_dir` is not a run folder (it has no tfruns.d/). Received: run_dir = \"", run_dir,
-         "\". See ls_runs() for the runs recorded here.", call. = FALSE)
+         "\". See tpu_ls_runs() for the runs recorded here.", call. = FALSE)
   }
   run_dir <- normalizePath(run_dir, winslash = "/")
   props <- read_properties(meta_dir)
@@ -345,22 +345,22 @@ parse_time_prop <- function(x) {
 #' The run whose folder name (its start time) sorts last, as tfruns's
 #' `latest_run()`.
 #'
-#' @inheritParams ls_runs
-#' @return A `tpu_run` (see [run_info()]), or `NULL` when there are no runs.
+#' @inheritParams tpu_ls_runs
+#' @return A `tpu_run` (see [tpu_run_info()]), or `NULL` when there are no runs.
 #' @examples
-#' latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
 #' @export
-latest_run <- function(runs_dir = default_runs_dir()) {
+tpu_latest_run <- function(runs_dir = default_runs_dir()) {
   runs_dir <- as_string(runs_dir, "runs_dir")
   dirs <- list_run_dirs(runs_dir)
   if (!length(dirs)) return(NULL)
-  run_info(dirs[[1]])
+  tpu_run_info(dirs[[1]])
 }
 
-# A run argument (tpu_run, ls_runs() row, path, NULL -> latest) -> run folder.
+# A run argument (tpu_run, tpu_ls_runs() row, path, NULL -> latest) -> run folder.
 as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
   if (is.null(run)) {
-    latest <- latest_run(runs_dir)
+    latest <- tpu_latest_run(runs_dir)
     if (is.null(latest)) {
       stop("There are no runs in \"", runs_dir, "\" (", normalizePath(runs_dir, mustWork = FALSE),
            "). Train one with tpu_train(), or pass `", name, "` explicitly.", call. = FALSE)
@@ -369,15 +369,15 @@ as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
   }
   if (inherits(run, "tpu_run")) return(run$run_dir)
   if (is.data.frame(run)) {
-    if (!nrow(run)) arg_error(name, run, "a row of ls_runs() (this data frame has no rows)")
+    if (!nrow(run)) arg_error(name, run, "a row of tpu_ls_runs() (this data frame has no rows)")
     return(run$run_dir[[1]])
   }
   if (is.character(run) && length(run) == 1L) {
     if (!dir.exists(file.path(run, "tfruns.d"))) {
       stop("`", name, "` is not a run folder (no tfruns.d/ inside). Received: ", name, " = \"", run,
-           "\". See ls_runs().", call. = FALSE)
+           "\". See tpu_ls_runs().", call. = FALSE)
     }
     return(normalizePath(run, winslash = "/"))
   }
-  arg_error(name, run, "a tpu_run, a row of ls_runs() or a run folder")
+  arg_error(name, run, "a tpu_run, a row of tpu_ls_runs() or a run folder")
 }

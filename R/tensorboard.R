@@ -5,7 +5,7 @@
 #' waits until it answers and opens it in the browser. One server per R session: a
 #' new call stops the previous server first. `action = "stop"` stops it.
 #'
-#' @param run_or_dir What to show: a `tpu_run`, a row (or rows) of [ls_runs()], a
+#' @param run_or_dir What to show: a `tpu_run`, a row (or rows) of [tpu_ls_runs()], a
 #'   run folder, a runs folder (all its runs), or a folder of TensorBoard event
 #'   files. Default: the runs folder.
 #' @param action `"start"` or `"stop"`.
@@ -19,12 +19,12 @@
 #'   invisibly.
 #' @examples
 #' \dontrun{
-#' tensorboard()                       # every run under runs/
-#' tensorboard(latest_run())
-#' tensorboard(action = "stop")
+#' tpu_tensorboard()                       # every run under runs/
+#' tpu_tensorboard(tpu_latest_run())
+#' tpu_tensorboard(action = "stop")
 #' }
 #' @export
-tensorboard <- function(run_or_dir = default_runs_dir(), action = c("start", "stop"), port = "auto",
+tpu_tensorboard <- function(run_or_dir = default_runs_dir(), action = c("start", "stop"), port = "auto",
                         launch_browser = interactive(), reload_interval = 5, timeout = 60) {
   action <- match.arg(action)
   if (action == "stop") return(invisible(tensorboard_stop()))
@@ -64,7 +64,7 @@ tensorboard <- function(run_or_dir = default_runs_dir(), action = c("start", "st
     Sys.sleep(0.25)
   }
   .globals$tensorboard <- list(process = process, url = url, port = port, log = log_file)
-  message("TensorBoard at ", url, " (stop it with tensorboard(action = \"stop\"))")
+  message("TensorBoard at ", url, " (stop it with tpu_tensorboard(action = \"stop\"))")
   if (launch_browser) utils::browseURL(url)
   invisible(structure(url, process = process))
 }
@@ -86,7 +86,7 @@ tensorboard_logdir_args <- function(run_or_dir) {
   if (is.data.frame(run_or_dir)) run_or_dir <- run_or_dir$run_dir
   if (is.list(run_or_dir)) run_or_dir <- vapply(run_or_dir, as_run_dir, "")
   if (!is.character(run_or_dir) || !length(run_or_dir) || anyNA(run_or_dir)) {
-    arg_error("run_or_dir", run_or_dir, "a run, rows of ls_runs(), a run folder or a runs folder")
+    arg_error("run_or_dir", run_or_dir, "a run, rows of tpu_ls_runs(), a run folder or a runs folder")
   }
   missing_dirs <- run_or_dir[!dir.exists(run_or_dir)]
   if (length(missing_dirs)) {

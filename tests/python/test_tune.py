@@ -8,7 +8,8 @@ import pytest
 
 from tpuestimator.commands.tune import parse_grid
 from tpuestimator.runs import check_run_dir, ls_runs
-from tpuestimator.runs.tune import flag_grid, override_text, sample_grid
+from tpuestimator.runs.flags import override_text
+from tpuestimator.runs.tune import flag_grid, sample_grid
 
 
 def test_grid_order_sampling_and_parsing():

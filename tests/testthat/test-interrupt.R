@@ -29,7 +29,7 @@ test_that("Ctrl-C in R during tpu_train() records an interrupted run that a reru
   while (!file.exists("outcome") && Sys.time() < deadline) Sys.sleep(0.2)
   expect_identical(readLines("outcome"), "interrupt")
 
-  runs <- ls_runs("runs")
+  runs <- tpu_ls_runs("runs")
   expect_identical(runs$status, "interrupted")
   expect_match(runs$interrupted, "KeyboardInterrupt")
   expect_false(file.exists(file.path("m", "tpuestimator.lock")))
@@ -40,7 +40,7 @@ test_that("Ctrl-C in R during tpu_train() records an interrupted run that a reru
                                     train.iterations_per_loop = 5L, train.save_checkpoints_steps = 100L,
                                     model_dir = "m", runs_dir = "runs", verbose = FALSE, resume = TRUE))
   expect_identical(run$global_step, step + 10L)
-  expect_identical(ls_runs("runs")$resumed_from_step[[1]], step)
+  expect_identical(tpu_ls_runs("runs")$resumed_from_step[[1]], step)
 })
 
 test_that("tpu_train() on a model dir another job trains fails with a model-dir-locked condition", {

@@ -12,7 +12,7 @@ test_that("tensorboard() starts a server that answers, and stop leaves no proces
   python <- skip_if_no_python_exe()
   runs <- tempfile("runs-")
   write_fake_run(runs, "2026-11-29T10-00-00Z")
-  url <- suppressMessages(tensorboard(runs, launch_browser = FALSE, timeout = 120))
+  url <- suppressMessages(tpu_tensorboard(runs, launch_browser = FALSE, timeout = 120))
   process <- attr(url, "process")
   expect_match(url, "^http://127\\.0\\.0\\.1:[0-9]+/$")
   expect_true(process$is_alive())
@@ -23,16 +23,16 @@ test_that("tensorboard() starts a server that answers, and stop leaves no proces
     pids <- c(pids, vapply(kids, ps::ps_pid, 1L))
   }
   # a second start replaces the first server
-  url2 <- suppressMessages(tensorboard(file.path(runs, "2026-11-29T10-00-00Z"), launch_browser = FALSE, timeout = 120))
+  url2 <- suppressMessages(tpu_tensorboard(file.path(runs, "2026-11-29T10-00-00Z"), launch_browser = FALSE, timeout = 120))
   expect_false(process$is_alive())
-  expect_true(isTRUE(tensorboard(action = "stop")))
+  expect_true(isTRUE(tpu_tensorboard(action = "stop")))
   expect_false(attr(url2, "process")$is_alive())
   expect_false(tpuestimatorr:::url_answers(url2))
   Sys.sleep(0.5)
   for (pid in pids) expect_false(pid_alive(pid), info = paste("pid", pid))
-  expect_false(isTRUE(tensorboard(action = "stop")))  # nothing left to stop
+  expect_false(isTRUE(tpu_tensorboard(action = "stop")))  # nothing left to stop
 })
 
 test_that("tensorboard() names a missing folder", {
-  expect_error(tensorboard(file.path(tempfile(), "nope"), launch_browser = FALSE), "do not exist")
+  expect_error(tpu_tensorboard(file.path(tempfile(), "nope"), launch_browser = FALSE), "do not exist")
 })

@@ -26,6 +26,7 @@ __all__ = [
     "evaluate_export",
     "evaluate_job",
     "exception_classes",
+    "flag_overrides",
     "export_job",
     "export_model",
     "from_json",
@@ -37,6 +38,7 @@ __all__ = [
     "run_cluster",
     "strings_to_numpy",
     "to_json",
+    "tuning_run",
     "tpuestimator_version",
     "write_example",
     "write_tfrecords",
@@ -252,3 +254,28 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
     return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
                        evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
                        export=bool(export), resume=bool(resume), on_line=on_line)
+
+
+def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_dir: str | None = None) -> list[str]:
+    """`tpu_train(flags = )`: the flags (JSON text of an R list) as ``key=value`` overrides of
+    the config (`tpuestimator.runs.flags`); a flag naming no field raises a ConfigError."""
+    from tpuestimator.config import load_config
+    from tpuestimator.runs.flags import flag_overrides as _flag_overrides
+
+    cfg = load_config(config, list(overrides), base_dir=base_dir)
+    return _flag_overrides(cfg, json.loads(flags_json))
+
+
+def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), sample: float | None = None,
+               runs_dir: str | None = None, verbose: bool = True, **job_kwargs: Any) -> list[str]:
+    """`tpu_tuning_run()`: `tpuestimator.runs.tune.tuning_run`; returns the run folders trained."""
+    from tpuestimator.runs.tune import tuning_run as _tuning_run
+
+    def on_run(i: int, n: int, combo: dict) -> None:
+        if verbose:
+            text = ", ".join(f"{k}={v}" for k, v in combo.items())
+            os.write(2, f"tuning run {i}/{n}: {text}\n".encode("utf-8", "replace"))
+
+    results = _tuning_run(config, json.loads(flags_json), sample=None if sample is None else float(sample),
+                          overrides=list(overrides), runs_dir=runs_dir, on_run=on_run, **job_kwargs)
+    return [str(r.run_dir) for r in results if r.run_dir]

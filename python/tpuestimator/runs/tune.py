@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
-import json
 import logging
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from tpuestimator.runs.flags import flag_overrides
 from tpuestimator.runs.naming import format_run_name
 
 logger = logging.getLogger(__name__)
@@ -64,15 +64,6 @@ def sample_grid(combos: Sequence[dict], sample: float | None, rng: random.Random
     return [combos[i] for i in picked]
 
 
-def override_text(name: str, value: Any) -> str:
-    """``name=value`` as ``--set`` reads it (text from the command line is kept as typed)."""
-    if isinstance(value, str):
-        return f"{name}={value}"
-    if isinstance(value, bool):
-        return f"{name}={'true' if value else 'false'}"
-    return f"{name}={json.dumps(value)}"
-
-
 def tuning_model_dir(runs_dir: str | os.PathLike, stamp: str, index: int) -> str:
     """The new model dir of combination `index` (1-based) of the tuning started at `stamp`."""
     return os.path.join(str(runs_dir), MODELS_DIR, f"tune-{stamp}-{index:03d}")
@@ -86,7 +77,9 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
 
     Args:
       config: a YAML/JSON path, a dict or a `JobConfig` (as `run_job`).
-      flags: {dotted config field: values}, e.g. ``{"params.learning_rate": [1e-3, 3e-3]}``.
+      flags: {flag: values}, e.g. ``{"params.learning_rate": [1e-3, 3e-3]}``; a flag is a
+        dotted config field or a short name (``learning_rate``), as `runs.flags` reads them.
+        A flag that names no field is an error before anything is trained.
       sample: train only this random fraction of the combinations (tfruns's ``sample``).
       overrides: ``--set`` overrides applied to every combination (before the flag values).
       runs_dir: the runs folder (default ``run.runs_dir``, else ``runs``).
@@ -106,13 +99,14 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
     combos = sample_grid(flag_grid(flags), sample, rng)
     base = load_config(config, overrides) if not hasattr(config, "raw") else config
     runs_dir = runs_dir or base.run.runs_dir or "runs"
+    combo_overrides = [flag_overrides(base, combo) for combo in combos]  # unknown flags: fail now
     stamp = format_run_name(_dt.datetime.now(tz=_dt.timezone.utc).timestamp())
     results, last_error = [], None
-    for i, combo in enumerate(combos, start=1):
+    for i, (combo, combo_set) in enumerate(zip(combos, combo_overrides), start=1):
         if on_run is not None:
             on_run(i, len(combos), combo)
         logger.info("Tuning run %d/%d: %s", i, len(combos), ", ".join(f"{k}={v}" for k, v in combo.items()))
-        these = overrides + [override_text(k, v) for k, v in combo.items()]
+        these = overrides + combo_set
         try:
             result = run_job(config, overrides=these, model_dir=tuning_model_dir(runs_dir, stamp, i),
                              runs_dir=runs_dir, export=export, **job_kwargs)
