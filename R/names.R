@@ -42,6 +42,10 @@ foreign_generic <- function(name) {
 # Registers `method` for the generic `generic` of `package` now (when loaded) and whenever it
 # is loaded later, so a call through that package's generic dispatches to our method.
 register_foreign_method <- function(package, generic, class, method) {
+  force(package)
+  force(generic)
+  force(class)
+  force(method)
   register <- function(...) {
     ns <- asNamespace(package)
     if (exists(generic, envir = ns)) registerS3method(generic, class, method, envir = ns)

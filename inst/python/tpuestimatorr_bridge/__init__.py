@@ -267,15 +267,15 @@ def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_
 
 
 def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), sample: float | None = None,
-               runs_dir: str | None = None, verbose: bool = True, **job_kwargs: Any) -> list[str]:
-    """`tpu_tuning_run()`: `tpuestimator.runs.tune.tuning_run`; returns the run folders trained."""
+               runs_dir: str | None = None, on_run: Any = None, **job_kwargs: Any) -> list[str]:
+    """`tpu_tuning_run()`: `tpuestimator.runs.tune.tuning_run`; returns the run folders trained.
+    `on_run(i, n, label)` (an R function) hears of each combination before it trains."""
     from tpuestimator.runs.tune import tuning_run as _tuning_run
 
-    def on_run(i: int, n: int, combo: dict) -> None:
-        if verbose:
-            text = ", ".join(f"{k}={v}" for k, v in combo.items())
-            os.write(2, f"tuning run {i}/{n}: {text}\n".encode("utf-8", "replace"))
+    def announce(i: int, n: int, combo: dict) -> None:
+        if on_run is not None:
+            on_run(i, n, ", ".join(f"{k}={v}" for k, v in combo.items()))
 
     results = _tuning_run(config, json.loads(flags_json), sample=None if sample is None else float(sample),
-                          overrides=list(overrides), runs_dir=runs_dir, on_run=on_run, **job_kwargs)
+                          overrides=list(overrides), runs_dir=runs_dir, on_run=announce, **job_kwargs)
     return [str(r.run_dir) for r in results if r.run_dir]
