@@ -98,7 +98,7 @@ def test_progress_is_written_at_loop_boundaries(tmp_path):
     from tpuestimator.runs.record import HEARTBEAT_S
 
     recorder = RunRecorder.create(str(tmp_path / "runs"), config={}, flags={}, script=None, planned_rows=None)
-    hook = RecorderHook(recorder, has_eval=True)
+    hook = RecorderHook(recorder)
     props = recorder.run_dir / "tfruns.d" / "properties"
     hook.after_loop(100, {"loss": 1.0, "steps": 100})
     assert (props / "global_step").read_text() == "100\n"
