@@ -97,10 +97,7 @@ print.tpuestimator_missing_module <- function(x, ...) {
 }
 
 .onUnload <- function(libpath) {
-  tb <- .globals$tensorboard
-  if (!is.null(tb) && tb$process$is_alive()) {
-    try(tb$process$kill_tree(), silent = TRUE)
-  }
+  try(tensorboard_stop(), silent = TRUE)  # tensorboard.R
   invisible()
 }
 

@@ -23,6 +23,7 @@ __all__ = [
     "callable_hook",
     "check_config",
     "check_report_dict",
+    "compare_report",
     "evaluate_export",
     "evaluate_job",
     "exception_classes",
@@ -36,6 +37,8 @@ __all__ = [
     "predict_to_file",
     "quiet_tensorflow",
     "run_cluster",
+    "run_report",
+    "start_tensorboard",
     "strings_to_numpy",
     "to_json",
     "tuning_run",
@@ -279,3 +282,26 @@ def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), s
     results = _tuning_run(config, json.loads(flags_json), sample=None if sample is None else float(sample),
                           overrides=list(overrides), runs_dir=runs_dir, on_run=announce, **job_kwargs)
     return [str(r.run_dir) for r in results if r.run_dir]
+
+
+def run_report(run_dir: str, out: str) -> str:
+    """`tpu_view_run()`: the HTML report of a run (`tpuestimator.runs.report`)."""
+    from tpuestimator.runs.report import write_run_report
+
+    return str(write_run_report(run_dir, out))
+
+
+def compare_report(run_a: str, run_b: str, out: str) -> str:
+    """`tpu_compare_runs()`: the HTML comparison of two runs (`tpuestimator.runs.report`)."""
+    from tpuestimator.runs.report import write_compare_report
+
+    return str(write_compare_report(run_a, run_b, out))
+
+
+def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, reload_interval: float = 5.0) -> Any:
+    """`tpu_tensorboard()`: a running `TensorBoardServer` (`.url`, `.pid`, `.stop()`)."""
+    from tpuestimator.tensorboard import start_tensorboard as _start_tensorboard
+
+    port = port if port == "auto" else int(port)
+    return _start_tensorboard(logdir, port=port, timeout=float(timeout),
+                              extra_args=["--reload_interval", str(reload_interval)])
