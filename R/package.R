@@ -43,7 +43,8 @@
 .globals$bridge <- NULL
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
-.globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
+.globals$tfruns_flags <- NULL
+.globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once  # tfruns_active_flags(): the flags of the active tfruns run, read once
 
 #' The tpuestimator Python module
 #'

@@ -2,24 +2,33 @@
 
 default_runs_dir <- function() getOption("tfruns.runs_dir", "runs")
 
-# One reader of run records: these columns, names, types and order are the same as Python's
-# `tpuestimator runs ls` (python/tpuestimator/runs/query.py: INT_COLUMNS, FRONT_COLUMNS,
-# order_columns, column_type). tests/fixtures/runs/expected_columns.json is checked by both
-# test suites (test-runs-columns.R, test_runs_columns.py).
-run_integer_props <- c("samples", "validation_samples", "steps", "epochs", "batch_size",
-                       "epochs_completed", "steps_completed", "global_step", "max_steps",
-                       "resumed_from_step", "num_replicas")
-run_numeric_props <- c("learning_rate")
-# tfruns's own order (rstudio/tfruns R/ls_runs.R, return_runs()).
-run_front_props <- c("samples", "validation_samples", "batch_size", "steps", "steps_completed",
-                     "epochs", "epochs_completed", "metrics", "model", "loss_function", "optimizer",
-                     "learning_rate", "script", "source", "start", "end", "completed", "output",
-                     "error_message", "error_traceback", "source_code", "context", "type")
+# One reader of run records: the columns' types and order come from the same JSON file as
+# Python's `tpuestimator runs ls` (python/tpuestimator/schema/run_columns.json, installed as
+# inst/schema/run_columns.json, a link to it), so the two readers agree by construction;
+# tests/fixtures/runs/expected_columns.json is checked by both test suites (test-runs-columns.R,
+# test_runs_columns.py). Read with jsonlite: the run reader works without Python.
+run_columns <- function() {
+  cols <- .globals$run_columns
+  if (is.null(cols)) {
+    path <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
+    if (!nzchar(path)) stop("The tpuestimatorr installation lacks schema/run_columns.json: reinstall it.", call. = FALSE)
+    cols <- lapply(jsonlite::read_json(path, simplifyVector = TRUE), as.character)
+    .globals$run_columns <- cols
+  }
+  cols
+}
+run_integer_props <- function() {
+  cols <- run_columns()
+  c(cols$integer_properties, cols$integer_columns)
+}
+run_numeric_props <- function() run_columns()$double_properties
+run_front_props <- function() run_columns()$front_columns
 # tfruns R/ls_runs.R valid_steps_units / get_steps_unit(): the progress column is
 # steps_completed when the run has a `steps` property, else epochs_completed when it has
 # `epochs`, else steps_completed.
 run_progress_column <- function(props) {
-  unit <- c(intersect(c("steps", "epochs"), names(props)), "steps")[[1]]
+  units <- run_columns()$steps_units
+  unit <- c(intersect(units, names(props)), units[[1]])[[1]]
   paste0(unit, "_completed")
 }
 # tfruns R/ls_runs.R run_record(): its loop over the metrics.json keys (`epoch` skipped)
@@ -187,13 +196,13 @@ type_run_columns <- function(df) {
   if (!nrow(df)) return(df)
   for (col in names(df)) {
     v <- df[[col]]
-    if (col %in% c("start", "end")) {
+    if (col %in% run_columns()$time_properties) {
       df[[col]] <- as.POSIXct(suppressWarnings(as.numeric(v)), origin = "1970-01-01", tz = "UTC")
-    } else if (col == "completed") {
+    } else if (col %in% run_columns()$logical_properties) {
       df[[col]] <- as.logical(toupper(as.character(v)))
-    } else if (col %in% run_integer_props) {
+    } else if (col %in% run_integer_props()) {
       df[[col]] <- suppressWarnings(as.integer(v))
-    } else if (col %in% run_numeric_props || startsWith(col, "eval_") || startsWith(col, "metric_")) {
+    } else if (col %in% run_numeric_props() || startsWith(col, "eval_") || startsWith(col, "metric_")) {
       if (is.character(v) || is.integer(v) || (is.logical(v) && all(is.na(v)))) v <- suppressWarnings(as.double(v))
       df[[col]] <- v
     }
@@ -206,7 +215,7 @@ order_run_columns <- function(df) {
   eval_cols <- nms[startsWith(nms, "eval_")]
   metric_cols <- nms[startsWith(nms, "metric_")]
   flag_cols <- nms[startsWith(nms, "flag_")]
-  front <- intersect(run_front_props, nms)
+  front <- intersect(run_front_props(), nms)
   rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front, "status"))
   rest <- sort(rest, method = "radix")  # by code point, as Python's sorted()
   df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, intersect("status", nms), rest)]

@@ -83,3 +83,14 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
     file.path(old_run, "tfruns.d", "metrics.json"), simplifyVector = TRUE))))
   expect_identical(tfruns_rule_progress(old_run)$shown, "1/300")
 })
+
+test_that("R reads the run columns from the Python package's schema/run_columns.json (issue 20.2)", {
+  ours <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
+  expect_true(nzchar(ours))
+  source_file <- file.path(fixtures_dir() %||% "", "..", "..", "python", "tpuestimator", "schema", "run_columns.json")
+  skip_if_not(file.exists(source_file), "the Python package's source is not here (installed tests)")
+  expect_identical(readLines(ours), readLines(source_file))
+  cols <- jsonlite::read_json(source_file, simplifyVector = TRUE)
+  expect_identical(run_front_props(), cols$front_columns)
+  expect_true(all(c(cols$integer_properties, cols$integer_columns) %in% run_integer_props()))
+})

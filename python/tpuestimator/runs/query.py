@@ -35,25 +35,21 @@ from tpuestimator.io import json_safe
 from tpuestimator.processes import process_alive
 from tpuestimator.runs.record import OWNER_FILE
 from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
+from tpuestimator.schema import run_columns
 
 logger = logging.getLogger(__name__)
 
-INT_PROPERTIES = ("samples", "validation_samples", "steps", "epochs", "batch_size")
-FLOAT_PROPERTIES = ("learning_rate", "start", "end")
-BOOL_PROPERTIES = ("completed",)
-# Typed by both readers beyond tfruns's own (R/runs.R: run_integer_props).
-INT_COLUMNS = INT_PROPERTIES + ("epochs_completed", "steps_completed", "global_step", "max_steps",
-                                "resumed_from_step", "num_replicas")
-# After run_dir, eval_*, metric_*, flag_*: these, in this order (tfruns's order), then status,
-# then the other properties by name. R/runs.R: run_front_cols.
-# tfruns R/ls_runs.R return_runs(): samples, validation_samples, batch_size, then for each unit of
-# valid_steps_units (steps, epochs) the unit and <unit>_completed, metrics, model, ..., context, type.
-FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "steps", "steps_completed", "epochs",
-                 "epochs_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
-                 "script", "source", "start", "end", "completed", "output", "error_message",
-                 "error_traceback", "source_code", "context", "type")
+# The column types and order, shared with R's tpu_ls_runs() (schema/run_columns.json, which
+# R/runs.R reads too, and both test suites check against tests/fixtures/runs).
+_COLUMNS = run_columns()
+INT_PROPERTIES = tuple(_COLUMNS["integer_properties"])
+# start and end are epoch seconds here (R makes them POSIXct).
+FLOAT_PROPERTIES = tuple(_COLUMNS["double_properties"] + _COLUMNS["time_properties"])
+BOOL_PROPERTIES = tuple(_COLUMNS["logical_properties"])
+INT_COLUMNS = INT_PROPERTIES + tuple(_COLUMNS["integer_columns"])
+FRONT_COLUMNS = tuple(_COLUMNS["front_columns"])
 # tfruns R/ls_runs.R: valid_steps_units; get_steps_unit() takes the first one that is a property.
-STEPS_UNITS = ("steps", "epochs")
+STEPS_UNITS = tuple(_COLUMNS["steps_units"])
 
 LATEST = "latest"
 
