@@ -337,17 +337,10 @@ tidy_prediction_df <- function(df, class_names = NULL) {
   df[c(front, setdiff(names(df), front))]
 }
 
-# A SavedModel folder from a run/model/export folder: the folder itself when it holds
-# saved_model.pb, else the newest export under it (final/ before best/ before latest/).
+# A SavedModel folder from a run/model/export folder: the Python core's answer
+# (serving.resolve_export_dir, as the command line's), so R and Python mean the same export.
 find_saved_model <- function(path) {
-  if (file.exists(file.path(path, "saved_model.pb"))) return(path)
-  pbs <- list.files(path, pattern = "^saved_model\\.pb$", recursive = TRUE, full.names = TRUE)
-  if (!length(pbs)) return(path)  # let Python name the problem
-  dirs <- dirname(pbs)
-  rank <- ifelse(grepl("/final/", dirs), 0L, ifelse(grepl("/best/", dirs), 1L, 2L))
-  version <- suppressWarnings(as.numeric(basename(dirs)))
-  version[is.na(version)] <- -Inf
-  dirs[order(rank, -version)][[1]]
+  as.character(reticulate::py_to_r(with_python(py_bridge()$resolve_export_dir(path))))
 }
 
 export_class_names <- function(export_dir) {

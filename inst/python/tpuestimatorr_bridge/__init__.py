@@ -36,6 +36,7 @@ __all__ = [
     "predict_files",
     "predict_to_file",
     "quiet_tensorflow",
+    "resolve_export_dir",
     "run_cluster",
     "run_report",
     "start_tensorboard",
@@ -305,3 +306,10 @@ def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, re
     port = port if port == "auto" else int(port)
     return _start_tensorboard(logdir, port=port, timeout=float(timeout),
                               extra_args=["--reload_interval", str(reload_interval)])
+
+
+def resolve_export_dir(path: str) -> str:
+    """The SavedModel a run, model or export folder means (`tpuestimator.serving.resolve_export_dir`)."""
+    from tpuestimator.serving import resolve_export_dir as _resolve_export_dir
+
+    return _resolve_export_dir(path)
