@@ -28,7 +28,7 @@
 #' | hooks (`hook_*()`, `session_run_hook()`) | R functions `function(event, info)` in `hooks =` |
 #' | `run_config(save_checkpoints_steps = ...)` | `train.save_checkpoints_steps` in the configuration |
 #' | `tpu_config(iterations_per_loop = ...)` (TPUEstimator) | `train.iterations_per_loop` |
-#' | tfruns `ls_runs()`, `view_run()`, `compare_runs()` | tfruns's own (the runs are in its format), or `tpu_ls_runs()`, `tpu_view_run()`, `tpu_compare_runs()` |
+#' | tfruns `ls_runs()`, `view_run()`, `compare_runs()` | tfruns's own, or `tpu_ls_runs()`, ... |
 #'
 #' (*) `tpuestimator$ModelSpec(model = , loss = , optimizer = )`: one Keras model for every mode.
 #'

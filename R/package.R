@@ -37,14 +37,14 @@
 "_PACKAGE"
 
 # Internal state: the version-checked core module, the bridge module (tpuestimatorr_bridge),
-# the TensorBoard process, the error an R callback raised while Python was calling it.
+# the TensorBoard server, the error an R callback raised while Python was calling it.
 .globals <- new.env(parent = emptyenv())
 .globals$core <- NULL
 .globals$bridge <- NULL
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
-.globals$tfruns_flags <- NULL
-.globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once  # tfruns_active_flags(): the flags of the active tfruns run, read once
+.globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
+.globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once
 
 #' The tpuestimator Python module
 #'

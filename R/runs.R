@@ -11,7 +11,9 @@ run_columns <- function() {
   cols <- .globals$run_columns
   if (is.null(cols)) {
     path <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
-    if (!nzchar(path)) stop("The tpuestimatorr installation lacks schema/run_columns.json: reinstall it.", call. = FALSE)
+    if (!nzchar(path)) {
+      stop("The tpuestimatorr installation lacks schema/run_columns.json: reinstall it.", call. = FALSE)
+    }
     cols <- lapply(jsonlite::read_json(path, simplifyVector = TRUE), as.character)
     .globals$run_columns <- cols
   }
@@ -255,6 +257,10 @@ print.tpu_runs_df <- function(x, ...) {
   }
   cat("<tpu_runs_df>: ", nrow(x), " run", if (nrow(x) != 1L) "s", ", ", ncol(x), " columns\n", sep = "")
   nms <- names(x)
+  if (!"run_dir" %in% nms) {  # a selection of columns, e.g. runs[, c("eval_loss", "flag_lr")]
+    print(as.data.frame(unclass(x), stringsAsFactors = FALSE), digits = 4, row.names = FALSE)
+    return(invisible(x))
+  }
   show <- c("run_dir", nms[startsWith(nms, "eval_")], nms[startsWith(nms, "metric_")],
             intersect(c("steps_completed", "start", "completed"), nms))
   out <- as.data.frame(unclass(x)[show], stringsAsFactors = FALSE)

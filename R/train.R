@@ -213,7 +213,10 @@ as_flag_list <- function(flags) {
   if (is.null(flags) || !length(flags)) return(NULL)
   ok <- is.list(flags) && !is.null(names(flags)) && all(nzchar(names(flags))) &&
     all(vapply(flags, function(v) is.atomic(v) && length(v) == 1L && !is.na(v), logical(1)))
-  if (!ok) arg_error("flags", flags, "a named list of single values, e.g. FLAGS from tfruns::flags() or list(learning_rate = 0.01)")
+  if (!ok) {
+    arg_error("flags", flags,
+              "a named list of single values, e.g. FLAGS from tfruns::flags() or list(learning_rate = 0.01)")
+  }
   lapply(unclass(flags), function(v) if (is.factor(v)) as.character(v) else v)
 }
 

@@ -20,8 +20,8 @@ install_tensorflow_standin <- function(lib) {
     "train.fake_tf_model <- function(object, ...) 'tensorflow train'",
     "evaluate.fake_tf_model <- function(object, ...) 'tensorflow evaluate'"
   ), file.path(src, "R", "tf.R"))
-  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", paste0("--library=", shQuote(lib)),
-                                                   shQuote(src)), stdout = TRUE, stderr = TRUE)
+  args <- c("CMD", "INSTALL", "--no-test-load", paste0("--library=", shQuote(lib)), shQuote(src))
+  out <- system2(file.path(R.home("bin"), "R"), args, stdout = TRUE, stderr = TRUE)
   if (!file.exists(file.path(lib, "tensorflow", "DESCRIPTION"))) stop(paste(out, collapse = "\n"))
 }
 
@@ -32,7 +32,13 @@ names_in_order <- function(pkg_dir, libs, first_ours) {
       suppressPackageStartupMessages(library(tensorflow))
       if (has_tfruns) suppressPackageStartupMessages(library(tfruns))
     }
-    if (first_ours) { attach_ours(); attach_theirs() } else { attach_theirs(); attach_ours() }
+    if (first_ours) {
+      attach_ours()
+      attach_theirs()
+    } else {
+      attach_theirs()
+      attach_ours()
+    }
     est <- structure(new.env(), class = "tpu_estimator")
     owner <- function(name) if (exists(name)) environmentName(environment(get(name))) else NA_character_
     list(
@@ -61,7 +67,9 @@ test_that("either attach order: tfruns's and tensorflow's names stay theirs, tra
   for (first_ours in c(TRUE, FALSE)) {
     got <- names_in_order(pkg_dir, libs, first_ours)
     info <- paste("tpuestimatorr attached", if (first_ours) "first" else "last")
-    for (name in c("ls_runs", "view_run", "compare_runs", "latest_run")) expect_identical(got[[name]], "tfruns", info = info)
+    for (name in c("ls_runs", "view_run", "compare_runs", "latest_run")) {
+      expect_identical(got[[name]], "tfruns", info = info)
+    }
     expect_identical(got$tensorboard, "tensorflow tensorboard", info = info)
     expect_identical(got$tpu_ls_runs, "tpuestimatorr", info = info)
     expect_match(got$train_ours, "`steps`", info = info)            # our method, through either generic

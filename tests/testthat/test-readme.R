@@ -46,8 +46,8 @@ test_that("the README's R quick start runs line by line, and its training reruns
   expect_identical(example, normalizePath(file.path(tools::R_user_dir("tpuestimatorr", "cache"),
                                                     "examples", "digits", "digits.yaml")))
   # so the training line again resumes from models/digits instead of a ModelDirConflictError
-  again <- quietly(eval(exprs[[which(vapply(exprs, function(e) identical(e[[1]], as.name("<-")) &&
-                                              identical(e[[2]], as.name("run")), logical(1)))]], env))
+  assigns_run <- function(e) identical(e[[1]], as.name("<-")) && identical(e[[2]], as.name("run"))
+  again <- quietly(eval(exprs[[which(vapply(exprs, assigns_run, logical(1)))]], env))
   expect_equal(again$global_step, 20L)
   expect_identical(tpu_run_info(again$run_dir)$properties$resumed_from_step, "20")
 })

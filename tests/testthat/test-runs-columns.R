@@ -87,7 +87,8 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
 test_that("R reads the run columns from the Python package's schema/run_columns.json (issue 20.2)", {
   ours <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
   expect_true(nzchar(ours))
-  source_file <- file.path(fixtures_dir() %||% "", "..", "..", "python", "tpuestimator", "schema", "run_columns.json")
+  source_file <- file.path(fixtures_dir() %||% "", "..", "..", "python", "tpuestimator", "schema",
+                           "run_columns.json")
   skip_if_not(file.exists(source_file), "the Python package's source is not here (installed tests)")
   expect_identical(readLines(ours), readLines(source_file))
   cols <- jsonlite::read_json(source_file, simplifyVector = TRUE)

@@ -92,3 +92,12 @@ test_that("tpu_view_run() and tpu_compare_runs() write self-contained HTML repor
   expect_error(tpu_compare_runs(a, viewer = NULL), "exactly two runs")
   expect_error(tpu_view_run(runs_dir = tempfile(), viewer = NULL), "There are no runs")
 })
+
+test_that("a selection of tpu_ls_runs() columns prints (no run_dir among them)", {
+  runs <- tempfile("runs-")
+  write_fake_run(runs, "2026-11-29T10-00-00Z")
+  df <- tpu_ls_runs(runs)
+  out <- capture.output(print(df[, c("eval_loss", "flag_learning_rate")]))
+  expect_true(any(grepl("0.5", out, fixed = TRUE)) && any(grepl("flag_learning_rate", out, fixed = TRUE)))
+  expect_true(any(grepl("2026-11-29T10-00-00Z", capture.output(print(df)), fixed = TRUE)))
+})
