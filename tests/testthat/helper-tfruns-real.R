@@ -39,5 +39,8 @@ local_real_tfruns <- function(env = parent.frame()) {
   }
   if (isNamespaceLoaded("tfruns") && isTRUE(attr(asNamespace("tfruns"), "stub"))) unloadNamespace("tfruns")
   withr::local_libpaths(lib, action = "prefix", .local_envir = env)
+  # unloaded again before the library path is restored (defers run last in, first out), so the
+  # stand-in tests of test-tfruns.R do not find the real one loaded
+  withr::defer(try(unloadNamespace("tfruns"), silent = TRUE), envir = env)
   loadNamespace("tfruns")
 }
