@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import array_input_fn, make_data
 
+from helpers import array_input_fn, make_data
 from tpuestimator.errors import ModelFnError
 
 X, Y = make_data(300, 8, 3)
