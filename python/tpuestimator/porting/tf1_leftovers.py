@@ -34,7 +34,7 @@ RULES = (
      "tpuestimator.porting.metrics (same arguments) with porting.eval_metrics, or keras.metrics"),
     ("tf.losses", ("tensorflow.losses",),
      "a per-example keras.losses loss with reduction=None (the Estimator averages over the global batch)"),
-    ("tf.train optimizer", ("tensorflow.train.*Optimizer", "tensorflow.train.*_decay"),
+    ("tf.train optimizer", ("tensorflow.train.*Optimizer", "tensorflow.train.*_decay", "tensorflow.train.piecewise_constant"),
      "keras.optimizers (GradientDescentOptimizer -> SGD, AdamOptimizer -> Adam) with a "
      "keras.optimizers.schedules schedule (exponential_decay -> ExponentialDecay)"),
     ("tf.placeholder / tf.Session", ("tensorflow.placeholder", "tensorflow.Session"),
