@@ -7,9 +7,9 @@ steps per device call, `steps` (incremental) versus `max_steps` (absolute), chec
 exactly once (the last partial batch is padded and masked, never dropped).
 
 The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
-`tpuestimator.core.state.TrainingState`), `Estimator.train_input` (the current training input and
-its device loop). The outer training loop is `tpuestimator.core.controller`, the device loops
-`tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
+`tpuestimator.core.state.TrainingState`), `Estimator.trainer` (the training input and its
+device loops, `tpuestimator.core.trainer`). The outer training loop is
+`tpuestimator.core.controller`, the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
 `tpuestimator.core.batching`.
 
 Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
@@ -18,7 +18,6 @@ above.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -31,17 +30,11 @@ from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
 from tpuestimator.core.controller import Cadence, TrainController
 from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
 from tpuestimator.core.hooks import HookList
-from tpuestimator.core.input_position import train_dataset
-from tpuestimator.core.loops import (
-    make_eval_loop,
-    make_loop_reader,
-    make_predict_step,
-    make_scheduled_train_loop,
-    make_train_loop,
-)
+from tpuestimator.core.loops import make_eval_loop, make_predict_step
 from tpuestimator.core.run_config import RunConfig
 from tpuestimator.core.signatures import serving_module
 from tpuestimator.core.state import TrainingState, build_state
+from tpuestimator.core.trainer import Trainer, TrainInput
 from tpuestimator.errors import ConfigError
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.spec import Mode, ModelSpec, split_element
@@ -57,25 +50,6 @@ _BATCH_FIELDS = {Mode.TRAIN: ("train_batch_size", "train.batch_size"),
                  Mode.PREDICT: ("predict_batch_size", "predict.batch_size")}
 
 
-@dataclasses.dataclass
-class TrainInput:
-    """The training input of the current `train` calls and the device loop that reads it.
-
-    Attributes:
-      input_fn: the input function it came from (a new one builds a new TrainInput).
-      iterator: the (distributed) iterator; kept across `train` calls.
-      exhaustible: the dataset can end (finite, no `repeat`).
-      loop: the train loop `tf.function` (`Estimator.swap_train_loop` replaces it).
-      origin: the global step the input started from (the NaN/Inf replay restarts it there).
-    """
-
-    input_fn: Callable
-    iterator: Any
-    exhaustible: bool
-    loop: Callable
-    origin: int
-
-
 class Estimator:
     """Trains, evaluates, predicts and exports a model function on CPU, GPU or TPU.
 
@@ -87,12 +61,9 @@ class Estimator:
       strategy: an existing `tf.distribute.Strategy` (default: built from `config`).
 
     Attributes:
-      stop_training: the one stop flag: True once a hook asked training to stop (or set it
-        to stop after the current loop); `train` clears it when it starts.
+      stop_training: True when the last `train` call ended because a hook asked to stop
+        (`Hook.stop_training`); `train_and_evaluate` reads it.
       last_train_logs: the last device loop's logs.
-      per_step_values: {name: per-step values of the last loop} (only with a hook that
-        declares `wants_per_step_values`, e.g. `HostCallHook`).
-      steps_by_worker: `run.strategy: parameter_server`: {worker index: training steps it ran}.
     """
 
     def __init__(self, model_fn: Callable[[dict], ModelSpec] | str, config: RunConfig,
@@ -103,14 +74,10 @@ class Estimator:
         self._strategy = strategy
         self._device = None
         self._state: TrainingState | None = None
-        self._train_input: TrainInput | None = None
+        self._trainer: Trainer | None = None
         self._eval_fns: dict = {}  # "eval", "predict": device functions built once per Estimator
-        self._loop_reader_fn = None
-        self._per_step_loop = None  # (loop, buffers) for hooks wanting per-step values
         self.stop_training = False
         self.last_train_logs: dict = {}
-        self.per_step_values: dict = {}
-        self.steps_by_worker: dict = {}
 
     # ------------------------------------------------------------------ devices
     @property
@@ -169,7 +136,19 @@ class Estimator:
 
     @property
     def train_input(self) -> TrainInput | None:
-        return self._train_input
+        """The current training input and its device loop (None before `train`)."""
+        return self._trainer.train_input if self._trainer is not None else None
+
+    @property
+    def per_step_values(self) -> dict:
+        """{name: per-step values of the last loop} (only with a hook that declares
+        `wants_per_step_values`, e.g. `HostCallHook`)."""
+        return self._trainer.per_step_values if self._trainer is not None else {}
+
+    @property
+    def steps_by_worker(self) -> dict:
+        """`run.strategy: parameter_server`: {worker index: training steps it ran}."""
+        return self._trainer.steps_by_worker if self._trainer is not None else {}
 
     def global_batch(self, mode: Mode) -> tuple[int, str]:
         """(the mode's GLOBAL batch size, its config key for error messages)."""
@@ -248,65 +227,6 @@ class Estimator:
         return replica_steps.make_forward_backward(self.state, global_batch, precision=self.config.precision,
                                            jit_compile=self.config.jit_compile)
 
-    def _make_train_step(self, *, per_step_values: bool = False):
-        forward_backward = self.make_forward_backward(self.config.train_batch_size)
-        return replica_steps.make_train_step(self.state, forward_backward, per_step_values=per_step_values)
-
-    def _make_train_input(self, input_fn) -> TrainInput:
-        """Builds (or reuses, for the same input_fn) the distributed training iterator and loop."""
-        import tensorflow as tf
-
-        if self._train_input is not None and self._train_input.input_fn is input_fn:
-            return self._train_input
-        cardinalities = []
-        params = self.input_params(Mode.TRAIN)  # read eagerly: dataset_fn may be traced (parameter servers)
-
-        def dataset_fn(ctx):
-            # positioned at the current step: a resumed run reads the batches an uninterrupted one would
-            ds = train_dataset(input_fn, dict(params, input_context=ctx))
-            # static under parameter servers (traced for the workers): None, i.e. not known to end
-            cardinalities.append(tf.get_static_value(ds.cardinality()))
-            return ds
-
-        origin = self.state.step  # the NaN/Inf report replays the input from here
-        if is_parameter_server(self.strategy):
-            # Each worker builds its own copy of the input (the scheduled loop reads the copy of
-            # whichever worker runs it) and keeps every n-th batch from its worker index on: the
-            # copies are the same stream, so the workers share its batches without overlap (each
-            # worker decodes all of them). The input must repeat (train.max_steps ends it).
-            coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
-            workers = len(self.device_info.devices)
-
-            def worker_dataset_fn(ctx):
-                index = tf.distribute.coordinator.experimental_get_current_worker_index()
-                return dataset_fn(ctx).shard(workers, tf.cast(index, tf.int64))
-
-            iterator = iter(coordinator.create_per_worker_dataset(
-                lambda: self.strategy.distribute_datasets_from_function(worker_dataset_fn)))
-        elif self._input_on_host():
-            # One replica on the host CPU: a plain tf.data iterator, which is what the
-            # strategy would hand the replica anyway, minus its MultiDeviceIterator hop that
-            # costs ~0.3 ms of CPU per step and copies nothing (benchmarks/README.md).
-            iterator = iter(dataset_fn(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                                                  num_replicas_in_sync=1)))
-        else:
-            iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-        exhaustible = any(c is not None and c != tf.data.INFINITE_CARDINALITY for c in cardinalities)
-        loop = self._new_train_loop(exhaustible)
-        self._train_input = TrainInput(input_fn=input_fn, iterator=iterator, exhaustible=exhaustible, loop=loop,
-                                       origin=origin)
-        self._per_step_loop = None
-        return self._train_input
-
-    def _new_train_loop(self, exhaustible: bool):
-        """The train loop the strategy needs: one device call of n steps (`loops.make_train_loop`)
-        or, under parameter servers, n steps scheduled on the workers (`make_scheduled_train_loop`)."""
-        if is_parameter_server(self.strategy):
-            return make_scheduled_train_loop(self.strategy, self._make_train_step(), self.state.global_step,
-                                             steps_per_invocation=self.config.ps_steps_per_invocation,
-                                             steps_by_worker=self.steps_by_worker)
-        return make_train_loop(self.strategy, self._make_train_step(), self.state.global_step, exhaustible=exhaustible)
-
     def _input_on_host(self) -> bool:
         """True when the strategy is one replica on the host CPU (input needs no distributing),
         and for evaluation and prediction under parameter servers, which run on the coordinator."""
@@ -320,6 +240,16 @@ class Estimator:
         devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
         return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
 
+    @property
+    def trainer(self) -> Trainer:
+        """The `tpuestimator.core.trainer.Trainer`: the training input and its device loops."""
+        if self._trainer is None:
+            self._trainer = Trainer(strategy=self.strategy, state=self.state, config=self.config,
+                                    workers=len(self.device_info.devices),
+                                    input_params=lambda: self.input_params(Mode.TRAIN),
+                                    forward_backward=lambda: self.make_forward_backward(self.config.train_batch_size))
+        return self._trainer
+
     def swap_train_loop(self, loop=None):
         """Replaces the train loop's `tf.function` from the next loop on; returns the old one.
 
@@ -328,40 +258,7 @@ class Estimator:
         Pass the returned function back to restore the original (no retrace). Call it from a
         hook (`before_loop`/`after_loop`) while `train()` runs.
         """
-        current = self._train_input
-        old = current.loop
-        if loop is None:
-            loop = self._new_train_loop(current.exhaustible)
-        current.loop = loop
-        return old
-
-    def per_step_loop(self):
-        """(loop, buffers): a train loop that also records each step's mean loss and report
-        values into device-side variables of length `iterations_per_loop` (`HostCallHook`)."""
-        import tensorflow as tf
-
-        if is_parameter_server(self.strategy):
-            raise ConfigError("run.strategy", "parameter_server", "a strategy other than parameter_server for "
-                              "hooks that read per-step values (HostCallHook): workers run steps asynchronously")
-        if self._per_step_loop is None:
-            with self.strategy.scope():
-                buffers = {name: tf.Variable(tf.zeros([self.config.iterations_per_loop], tf.float32), trainable=False,
-                                             name=f"per_step_{name}", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                           for name in ("loss", *self.state.report_names)}
-            step_fn = self._make_train_step(per_step_values=True)
-            self._per_step_loop = (make_train_loop(self.strategy, step_fn, self.state.global_step,
-                                                   exhaustible=self._train_input.exhaustible, per_step=buffers),
-                                   buffers)
-        return self._per_step_loop
-
-    def loop_reader(self):
-        """The per-loop read of the train metrics (reset as they are read) and, with the
-        sentinel on, of the weights' finiteness: one device call, built once per Estimator."""
-        if self._loop_reader_fn is None:
-            state = self.state
-            self._loop_reader_fn = make_loop_reader(
-                state.train_metrics, state.sentinel_variables() if self.config.nan_sentinel else None)
-        return self._loop_reader_fn
+        return self.trainer.swap_loop(loop)
 
     def train(self, input_fn, steps: int | None = None, max_steps: int | None = None,
               hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> Estimator:
@@ -397,13 +294,19 @@ class Estimator:
             return self
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        self.stop_training = False
-        if hook_list.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
-            self.stop_training = True
+        self.stop_training = hook_list.stop_training
+        if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
             return self
-        self._make_train_input(input_fn)
-        TrainController(self, hook_list, Cadence.from_config(self.config)).run(
-            target, save_final_checkpoint=save_final_checkpoint)
+        self.trainer.use_input(input_fn, input_on_host=self._input_on_host())
+        controller = TrainController(
+            trainer=self.trainer, hooks=hook_list, cadence=Cadence.from_config(self.config),
+            save_checkpoint=self.save_checkpoint, sync_checkpoints=self.sync_checkpoints,
+            nan_sentinel=self.config.nan_sentinel, async_checkpoint=self.config.async_checkpoint,
+            global_batch_size=self.config.train_batch_size,
+            info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
+                  "global_batch_size": self.config.train_batch_size})
+        result = controller.run(target, save_final_checkpoint=save_final_checkpoint)
+        self.stop_training, self.last_train_logs = result.stop_requested, result.logs
         return self
 
     def save_checkpoint(self) -> str:
@@ -440,7 +343,7 @@ class Estimator:
         elif steps is not None:
             ds = ds.take(steps)
         if self._input_on_host():
-            return ds  # one replica on the host CPU: nothing to distribute (see `_make_train_input`)
+            return ds  # one replica on the host CPU: nothing to distribute (see `Trainer.use_input`)
         return self.strategy.experimental_distribute_dataset(ds)
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
