@@ -70,7 +70,7 @@ def test_check_names_each_tf1_leftover_and_its_replacement(tmp_path, python_env)
 
 
 def test_a_ported_module_has_no_leftovers(tmp_path, monkeypatch):
-    from tpuestimator.check import tf1_leftovers_check
+    from tpuestimator.jobs.check import tf1_leftovers_check
 
     (tmp_path / "ported_model.py").write_text(textwrap.dedent(PORTED_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))

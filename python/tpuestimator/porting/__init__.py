@@ -13,6 +13,9 @@ translations that are mechanical:
 - `tf1_leftovers`: what `tpuestimator check` reports in a model module still written for TF1.
 
 Importing this package does not import TensorFlow; the names load their module when used.
+
+Layer 6 (beside `serving`): may import the contracts, `core`, `data`, `runs`, `hooks`, `debug`
+and `serving`; never jobs, cluster or commands (`jobs.check` imports `tf1_leftovers`).
 """
 from __future__ import annotations
 

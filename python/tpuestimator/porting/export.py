@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tpuestimator.core.signatures import ServingInput
 from tpuestimator.errors import ModelFnError
-from tpuestimator.serving import ServingInput
 
 SINGLE_RECEIVER_NAME = "input"   # TF1's name for a receiver tensor that is not a dict
 SINGLE_FEATURE_NAME = "x"        # spec.split_element's name for a features tensor that is not a dict

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 
 class SessionRunArgs(NamedTuple):
