@@ -482,7 +482,7 @@ class Estimator:
             else:
                 self._eval_fns[key] = make_predict_step(
                     self.strategy, replica_steps.make_predict_step(self.state, to_model_layout=relayout),
-                    mask_key=MASK_KEY)
+                    mask_key=MASK_KEY, every_worker=self.device_info.strategy_name == "multi_worker")
         return self._eval_fns[key]
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
@@ -521,7 +521,11 @@ class Estimator:
         return results
 
     def predict(self, input_fn, *, yield_single_examples: bool = True) -> Iterator[dict]:
-        """Yields one dict of predictions per real example (padding removed).
+        """Yields one dict of predictions per real example (padding removed), in input order.
+
+        Under `multi_worker` every worker reads its share of each batch and the shares are
+        gathered: each worker yields ALL the predictions, in input order (every worker must
+        call `predict` with the same input, as for `evaluate`).
 
         With `class_names` in the model spec, each dict holds `class` (the class string),
         as TPUEstimator's flowers example predicted.
