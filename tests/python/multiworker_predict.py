@@ -6,7 +6,7 @@ import json
 import sys
 
 from helpers import array_input_fn, make_data
-from tpuestimator.estimator import Estimator, RunConfig
+from tpuestimator.core.estimator import Estimator, RunConfig
 
 model_dir = sys.argv[1]
 x, y = make_data(101)

@@ -37,7 +37,7 @@ def _shards(tmp_path, bad: str) -> Path:
 
 
 def _run(tmp_path, config):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(config, model_dir=str(tmp_path / "model"), runs_dir=str(tmp_path / "runs"), export=False)
 

@@ -20,7 +20,7 @@ OVERRIDES = ["model=transposed_models:transposed_conv", "params.image_shape=[8,8
 
 def _estimator(model_dir, strategy):
     from tpuestimator.config import load_config
-    from tpuestimator.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
