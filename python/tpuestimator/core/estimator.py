@@ -26,7 +26,7 @@ from typing import Any
 
 from tpuestimator.core import checkpointing
 from tpuestimator.core import steps as replica_steps
-from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
+from tpuestimator.core.batching import MASK_KEY, batch_axis_first, pad_and_mask, worker_share
 from tpuestimator.core.controller import Cadence, TrainController
 from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
 from tpuestimator.core.hooks import HookList
@@ -75,7 +75,7 @@ class Estimator:
         self._device = None
         self._state: TrainingState | None = None
         self._trainer: Trainer | None = None
-        self._eval_fns: dict = {}  # "eval", "predict": device functions built once per Estimator
+        self._eval_fns: dict = {}  # (mode, relayout): device functions built once per Estimator
         self.stop_training = False
         self.last_train_logs: dict = {}
 
@@ -330,14 +330,20 @@ class Estimator:
         """
         batch, field = self.global_batch(mode)
         per_replica = self.per_replica_batch(batch, field)
+        batch_axes = self._client_layout_axes(input_fn)
+
+        def read():  # padding and the split act on axis 0: a transposed batch comes back to it first
+            ds = input_fn(self.input_params(mode))
+            return batch_axis_first(ds, batch_axes) if batch_axes else ds
+
         if self.device_info.strategy_name == "multi_worker":
             def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
-                ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=per_replica,
+                ds = pad_and_mask(read(), per_replica=per_replica,
                                   replicas=self.num_replicas, steps=steps)
                 return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
                                     per_replica=per_replica)
             return self.strategy.distribute_datasets_from_function(worker_input)
-        ds = input_fn(self.input_params(mode))
+        ds = read()
         if self.num_replicas > 1 or self.device_info.kind == "tpu":
             ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
         elif steps is not None:
@@ -345,6 +351,42 @@ class Estimator:
         if self._input_on_host():
             return ds  # one replica on the host CPU: nothing to distribute (see `Trainer.use_input`)
         return self.strategy.experimental_distribute_dataset(ds)
+
+    def _pads_eval_input(self) -> bool:
+        """Evaluation and prediction batches are padded and split between replicas (several
+        replicas, a TPU or several workers) rather than read as they come."""
+        return (self.num_replicas > 1 or self.device_info.kind == "tpu"
+                or self.device_info.strategy_name == "multi_worker")
+
+    def _client_layout_axes(self, input_fn) -> dict:
+        """{feature: its batch axis} when `input_fn` puts some batch off axis 0 (`input_fn.batch_axes`,
+        `data.transpose_input`) and the eval input is padded and split: those batches are moved
+        back to axis 0 on the host and the replica step applies `state.to_model_layout`.
+        Empty otherwise (one replica reads the model's layout as it comes)."""
+        axes = {k: int(v) for k, v in (getattr(input_fn, "batch_axes", None) or {}).items() if int(v)}
+        if not axes or not self._pads_eval_input():
+            return {}
+        if self.state.to_model_layout is None:
+            raise ConfigError("input_fn.batch_axes", axes, "an input function that also sets `to_model_layout` "
+                              "(the model was built from one without it): build the Estimator anew")
+        return axes
+
+    def _eval_function(self, mode: str, input_fn):
+        """The eval loop or predict step for `input_fn`'s layout, built once per Estimator and layout."""
+        relayout = self.state.to_model_layout if self._client_layout_axes(input_fn) else None
+        key = (mode, relayout is not None)
+        if key not in self._eval_fns:
+            if mode == "eval":
+                carry = self.num_replicas == 1
+                self._eval_fns[key] = make_eval_loop(
+                    self.strategy, replica_steps.make_eval_step(self.state, carry_totals=carry,
+                                                                to_model_layout=relayout),
+                    carry_totals=carry)
+            else:
+                self._eval_fns[key] = make_predict_step(
+                    self.strategy, replica_steps.make_predict_step(self.state, to_model_layout=relayout),
+                    mask_key=MASK_KEY, every_worker=self.device_info.strategy_name == "multi_worker")
+        return self._eval_fns[key]
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
                  checkpoint_path: str | None = None) -> dict:
@@ -363,14 +405,12 @@ class Estimator:
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
         carry = self.num_replicas == 1
-        if "eval" not in self._eval_fns:
-            self._eval_fns["eval"] = make_eval_loop(
-                self.strategy, replica_steps.make_eval_step(state, carry_totals=carry), carry_totals=carry)
+        eval_loop = self._eval_function("eval", input_fn)
         for metric in state.eval_metric_objects():
             metric.reset_state()
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        loss, count = self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
+        loss, count = eval_loop(self._eval_input(input_fn, Mode.EVAL, steps))
         if not carry:  # several replicas: the metrics hold the totals
             loss, count = state.eval_loss.result(), state.eval_count.result()
         results = {"loss": float(loss)}
@@ -384,7 +424,11 @@ class Estimator:
         return results
 
     def predict(self, input_fn, *, yield_single_examples: bool = True) -> Iterator[dict]:
-        """Yields one dict of predictions per real example (padding removed).
+        """Yields one dict of predictions per real example (padding removed), in input order.
+
+        Under `multi_worker` every worker reads its share of each batch and the shares are
+        gathered: each worker yields ALL the predictions, in input order (every worker must
+        call `predict` with the same input, as for `evaluate`).
 
         With `class_names` in the model spec, each dict holds `class` (the class string),
         as TPUEstimator's flowers example predicted.
@@ -393,10 +437,7 @@ class Estimator:
 
         state = self.build(input_fn, Mode.PREDICT)
         spec = state.spec
-        if "predict" not in self._eval_fns:
-            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_steps.make_predict_step(state),
-                                                          mask_key=MASK_KEY)
-        step = self._eval_fns["predict"]
+        step = self._eval_function("predict", input_fn)
         names = np.asarray(spec.class_names) if spec.class_names else None
         for batch in self._eval_input(input_fn, Mode.PREDICT, None):
             local = {k: v.numpy() for k, v in step(batch).items()}  # padding already removed
