@@ -1,7 +1,7 @@
 #' Run TensorBoard on runs
 #'
 #' Starts TensorBoard with the Python core's launcher
-#' (`tpuestimator.tensorboard.start_tensorboard()`, as `tpuestimator tensorboard`
+#' (`tpuestimator.runs.tensorboard.start_tensorboard()`, as `tpuestimator tensorboard`
 #' does: `python -m tensorboard.main` of the same Python, on 127.0.0.1 and a free
 #' port, in its own process group), waits until it answers and opens it in the
 #' browser. One server per R session: a new call stops the previous server

@@ -59,7 +59,7 @@ tpu_tuning_run <- function(cfg, flags, sample = NULL, runs_dir = NULL,
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   src <- resolve_config(cfg, overrides_from_dots(...))
   quiet_python_console()  # defined in console.R
-  # One tuning for R and the command line: tpuestimator.runs.tune (the model dirs, the
+  # One tuning for R and the command line: tpuestimator.jobs.tune (the model dirs, the
   # tuning_run/tuning_index properties written atomically, failed combinations skipped).
   args <- c(list(src$py_source, r_to_json(lapply(flags, function(v) if (is.list(v)) v else as.list(v))),
                  overrides = as.list(src$overrides), sample = sample, runs_dir = runs_dir, export = export,

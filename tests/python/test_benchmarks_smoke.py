@@ -23,6 +23,7 @@ SCRIPTS = {
     "bench_checkpoint.py": ("checkpoint", ["linear", "cnn"]),
     "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
     "bench_teardown.py": ("teardown", ["tensorflow", "workaround"]),
+    "bench_resume.py": ("resume", ["resume"]),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpuestimator.errors import ConfigError
-from tpuestimator.serving import resolve_export_dir
+from tpuestimator.serving.exports import resolve_export_dir
 
 
 def _export(path):

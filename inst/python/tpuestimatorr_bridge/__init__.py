@@ -57,7 +57,7 @@ _R_BYTES = {"double": "<f8", "integer": "<i4"}
 
 def _json_default(value: Any) -> Any:
     """What `json.dumps` cannot write itself: arrays, bytes, paths; anything else as text."""
-    from tpuestimator.io import json_safe
+    from tpuestimator.system.io import json_safe
 
     if hasattr(value, "tolist") and callable(value.tolist):
         return json_safe(value.tolist())
@@ -77,7 +77,7 @@ def to_json(value: Any) -> str:
     Returns:
       The JSON text; values JSON has no form for are written as their `str()`.
     """
-    from tpuestimator.io import json_safe
+    from tpuestimator.system.io import json_safe
 
     return json.dumps(json_safe(value), allow_nan=False, default=_json_default)
 
@@ -147,14 +147,14 @@ def job_result_dict(result: Any) -> dict:
 
 def callable_hook(fn, name: str):
     """A hook calling `fn(event, info)` at every event (an R function wrapped by reticulate)."""
-    from tpuestimator.hooks.base import CallableHook
+    from tpuestimator.core.hooks import CallableHook
 
     return CallableHook(fn, name=name)
 
 
 def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     """Metrics of the latest checkpoint in `model_dir` (a run or model folder)."""
-    from tpuestimator.job import evaluate_job as _evaluate_job
+    from tpuestimator.jobs.job import evaluate_job as _evaluate_job
 
     return _evaluate_job(model_dir, data_pattern=data_pattern)
 
@@ -162,28 +162,28 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
 def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
                     record: bool = True) -> dict:
     """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
-    from tpuestimator.export_jobs import evaluate_export as _evaluate_export
+    from tpuestimator.jobs.export_jobs import evaluate_export as _evaluate_export
 
     return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
 
 
 def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
     """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
-    from tpuestimator.export_jobs import predict_columns
+    from tpuestimator.jobs.export_jobs import predict_columns
 
     return predict_columns(export_dir, list(files), batch_size=int(batch_size))
 
 
 def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
     """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
-    from tpuestimator.export_jobs import predict_to_file as _predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_to_file as _predict_to_file
 
     return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
 
 
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
-    from tpuestimator.job import export_job as _export_job
+    from tpuestimator.jobs.job import export_job as _export_job
 
     return _export_job(model_dir, export_dir, format=format)
 
@@ -194,7 +194,7 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
     verification report or None), `warmup_requests`."""
     import dataclasses
 
-    from tpuestimator.model_dir_jobs import export_model as _export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model as _export_model
 
     result = _export_model(model_dir, export_dir, format=format, quantize=quantize, warmup=warmup,
                            representative_batches=representative_batches)
@@ -203,14 +203,14 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
 
 def predict(export_dir: str, features: Any) -> list[dict]:
     """Per-example predictions of the SavedModel in `export_dir`."""
-    from tpuestimator.job import predict as _predict
+    from tpuestimator.jobs.job import predict as _predict
 
     return _predict(export_dir, features)
 
 
 def check_config(config: Any) -> Any:
     """TPU-readiness report of a config (a `JobConfig`, a dict or a file path)."""
-    from tpuestimator.check import check_config as _check_config
+    from tpuestimator.jobs.check import check_config as _check_config
 
     return _check_config(config)
 
@@ -236,7 +236,7 @@ def write_example(name: str, out_dir: str) -> str:
 
 def quiet_tensorflow(quiet: bool = True) -> None:
     """TensorFlow's C++ log lines and retracing warnings kept off (or back on) the R console."""
-    from tpuestimator.console import quiet_tensorflow as _quiet_tensorflow
+    from tpuestimator.system.console import quiet_tensorflow as _quiet_tensorflow
 
     _quiet_tensorflow(bool(quiet))
 
@@ -249,7 +249,7 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
     The tasks' log lines arrive on reader threads, where calling back into R is unsafe, so
     they go straight to the process's stderr (file descriptor 2) with their task prefix.
     """
-    from tpuestimator.local_cluster import cluster_job
+    from tpuestimator.cluster.local_cluster import cluster_job
 
     def on_line(task, line: str) -> None:
         if verbose:
@@ -272,9 +272,9 @@ def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_
 
 def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), sample: float | None = None,
                runs_dir: str | None = None, on_run: Any = None, **job_kwargs: Any) -> list[str]:
-    """`tpu_tuning_run()`: `tpuestimator.runs.tune.tuning_run`; returns the run folders trained.
+    """`tpu_tuning_run()`: `tpuestimator.jobs.tune.tuning_run`; returns the run folders trained.
     `on_run(i, n, label)` (an R function) hears of each combination before it trains."""
-    from tpuestimator.runs.tune import tuning_run as _tuning_run
+    from tpuestimator.jobs.tune import tuning_run as _tuning_run
 
     def announce(i: int, n: int, combo: dict) -> None:
         if on_run is not None:
@@ -301,7 +301,7 @@ def compare_report(run_a: str, run_b: str, out: str) -> str:
 
 def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, reload_interval: float = 5.0) -> Any:
     """`tpu_tensorboard()`: a running `TensorBoardServer` (`.url`, `.pid`, `.stop()`)."""
-    from tpuestimator.tensorboard import start_tensorboard as _start_tensorboard
+    from tpuestimator.runs.tensorboard import start_tensorboard as _start_tensorboard
 
     port = port if port == "auto" else int(port)
     return _start_tensorboard(logdir, port=port, timeout=float(timeout),
@@ -309,7 +309,7 @@ def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, re
 
 
 def resolve_export_dir(path: str) -> str:
-    """The SavedModel a run, model or export folder means (`tpuestimator.serving.resolve_export_dir`)."""
-    from tpuestimator.serving import resolve_export_dir as _resolve_export_dir
+    """The SavedModel a run, model or export folder means (`tpuestimator.serving.exports.resolve_export_dir`)."""
+    from tpuestimator.serving.exports import resolve_export_dir as _resolve_export_dir
 
     return _resolve_export_dir(path)

@@ -26,22 +26,22 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import tpuestimator.runs.naming as naming
 from tpuestimator.errors import TPUEstimatorError
-from tpuestimator.io import json_safe
-from tpuestimator.processes import process_alive
 from tpuestimator.runs.record import OWNER_FILE
 from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
-from tpuestimator.schema import run_columns
+from tpuestimator.system.io import json_safe
+from tpuestimator.system.processes import process_alive
 
 logger = logging.getLogger(__name__)
 
 # The column types and order, shared with R's tpu_ls_runs() (schema/run_columns.json, which
 # R/runs.R reads too, and both test suites check against tests/fixtures/runs).
-_COLUMNS = run_columns()
+_COLUMNS = json.loads(resources.files("tpuestimator.schema").joinpath("run_columns.json").read_text())
 INT_PROPERTIES = tuple(_COLUMNS["integer_properties"])
 # start and end are epoch seconds here (R makes them POSIXct).
 FLOAT_PROPERTIES = tuple(_COLUMNS["double_properties"] + _COLUMNS["time_properties"])
@@ -460,7 +460,7 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
         "flags": read_json(meta / "flags.json") or {},
         "metrics": metrics if isinstance(metrics, dict) else {},
         "evaluation": read_json(meta / "evaluation.json") or {},
-        # the side-car evaluator's own file (tpuestimator.sidecar): it never writes the chief's files
+        # the side-car evaluator's own file (tpuestimator.cluster.sidecar): it never writes the chief's files
         "sidecar_evaluations": (read_json(meta / "sidecar_evaluations.json") or {}).get("evaluations", []),
         "error": read_json(meta / "error.json"),
         "duration": (end - start) if isinstance(start, float) and isinstance(end, float) else None,
