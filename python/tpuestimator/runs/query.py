@@ -1,7 +1,7 @@
 """Reading runs back: `ls_runs()`, `latest_run()`, `run_info()`, `resolve_run()`, `clean_runs()`.
 
 The columns follow tfruns's ``ls_runs()`` and are the SAME, with the same names, types and
-order, as R's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
+order, as R's ``tpu_ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
 tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on
 tests/fixtures/runs/): ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last
 non-null value of every metrics.json array but ``epoch``, the x axis, which tfruns skips),
