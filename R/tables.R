@@ -57,10 +57,9 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
                split = as.numeric(split), overrides = as.list(overrides), export = export)
   if (!is.null(task)) args$task <- as_string(task, "task")
   if (!is.null(feature_columns)) args$feature_columns <- r_to_py_json(feature_columns)
-  if (!is.null(missing)) args$missing <- if (is.character(missing) && length(missing) == 1L && is.null(names(missing))) {
-    missing
-  } else {
-    r_to_py_json(as.list(missing))
+  if (!is.null(missing)) {
+    one_policy <- is.character(missing) && length(missing) == 1L && is.null(names(missing))
+    args$missing <- if (one_policy) missing else r_to_py_json(as.list(missing))
   }
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
   args$progress <- reticulate::r_to_py(

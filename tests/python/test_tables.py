@@ -186,3 +186,24 @@ def test_tpu_check_passes_for_every_canned_model(tmp_path, model):
                                                              "predict": {"batch_size": 16}})
     report = check_config(cfg)
     assert report.ok, [r for r in report.failures()]
+
+
+def _readme_tables_blocks(language: str) -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## Tables\n", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split(f"```{language}\n")[1:]]
+
+
+def test_readme_tables_pandas_example_runs(tmp_path, monkeypatch):
+    (block,) = _readme_tables_blocks("python")
+    monkeypatch.chdir(tmp_path)
+    exec(block, {})  # noqa: S102 (the README's lines, as written)
+    assert (tmp_path / "models" / "houses" / "data" / "manifest.json").is_file()
+
+
+def test_examples_python_tables_runs(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "python" / "tables_pandas.py"), str(tmp_path)],
+                         capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "'rmse'" in out.stdout

@@ -58,3 +58,27 @@ test_that("bad tables are refused before anything trains, naming the column", {
                "regression label must be numeric|missing value")
   expect_false(dir.exists(file.path(work, "b", "data")))
 })
+
+test_that("the README's Tables examples and examples/R/tables.R run", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  root <- normalizePath(file.path(fixtures_dir(), "..", ".."))  # the repository (tests/fixtures/../..)
+  work <- local_work_dir()
+  readme <- readLines(file.path(root, "README.md"))
+  start <- which(readme == "## Tables")
+  end <- start + which(grepl("^## ", readme[(start + 1):length(readme)]))[1]
+  section <- readme[start:(end - 1)]
+  opens <- which(section == "```r")
+  code <- unlist(lapply(opens, function(i) {
+    close <- i + which(section[(i + 1):length(section)] == "```")[1]
+    section[(i + 1):(close - 1)]
+  }))
+  expect_gt(length(code), 3L)
+  env <- new.env()
+  withr::with_dir(work, quietly(eval(parse(text = code), envir = env)))
+  expect_true(is.numeric(env$run$metrics$rmse))
+  expect_s3_class(env$fit, "tpu_run")
+  example <- file.path(root, "examples", "R", "tables.R")
+  withr::with_dir(work, quietly(source(example, local = new.env())))
+  expect_true(dir.exists(file.path(work, "models", "table-mpg")))
+})
