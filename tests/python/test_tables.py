@@ -114,7 +114,7 @@ def test_regressor_trains_evaluates_and_records_rmse(regressor):
 
 def test_regressor_export_takes_raw_values(regressor):
     out, result = regressor
-    from tpuestimator.serving import open_export
+    from tpuestimator.serving.exports import open_export
 
     export = open_export(str(result.export_dir))
     specs = export.input_specs("features")
@@ -143,7 +143,7 @@ def test_predict_table_unseen_category_missing_value_and_missing_column(regresso
 
 def test_offline_evaluation_and_batch_prediction_of_a_regressor(regressor, tmp_path):
     out, result = regressor
-    from tpuestimator.export_jobs import evaluate_export, predict_to_file
+    from tpuestimator.jobs.export_jobs import evaluate_export, predict_to_file
 
     report = evaluate_export(str(result.export_dir), runs_dir=str(tmp_path / "runs"))
     assert report["rmse"] == pytest.approx(result.metrics["rmse"], rel=1e-3)
@@ -177,7 +177,7 @@ def test_canned_regressors_with_huber_loss_and_crosses(tmp_path, model):
 
 @pytest.mark.parametrize("model", ["linear", "dnn", "wide_and_deep"])
 def test_tpu_check_passes_for_every_canned_model(tmp_path, model):
-    from tpuestimator.check import check_config
+    from tpuestimator.jobs.check import check_config
     from tpuestimator.tables.api import table_config
 
     manifest = write_table(CARS, tmp_path / "d", label="mpg", missing="mean",

@@ -164,7 +164,7 @@ def _write_table(args, split) -> int:
     import os
 
     from tpuestimator.errors import ConfigError
-    from tpuestimator.tables.columns import table_summary
+    from tpuestimator.models.feature_columns import table_summary
     from tpuestimator.tables.write import write_table
 
     if split == "folder":

@@ -2,7 +2,7 @@
 record format, and decoding of image files at serving time.
 
 Shared by the input pipeline (`pipeline.py`), the record diagnosis (`diagnose.py`) and
-prediction from raw files (`tpuestimator.serving.predict`); imports neither of them.
+prediction from raw files (`tpuestimator.serving.exports.predict`); imports neither of them.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
 from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
 from tpuestimator.errors import DataError
-from tpuestimator.tables.columns import missing_default
-from tpuestimator.tables.preprocess import preprocessor_for
+from tpuestimator.models.feature_columns import missing_default
+from tpuestimator.models.table_preprocessing import preprocessor_for
 
 log = logging.getLogger(__name__)
 

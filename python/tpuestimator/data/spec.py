@@ -84,7 +84,7 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
         if "num_classes" in manifest:
             section.setdefault("_num_classes", manifest["num_classes"])
         if manifest.get("feature_columns"):
-            from tpuestimator.tables.columns import apply_overrides
+            from tpuestimator.models.feature_columns import apply_overrides
 
             section["feature_columns"] = apply_overrides(manifest["feature_columns"], section.get("feature_columns"))
         if manifest.get("task"):
@@ -158,7 +158,7 @@ def is_regression(section: Mapping[str, Any]) -> bool:
 
 
 def feature_columns(section: Mapping[str, Any]) -> dict[str, dict] | None:
-    """The table's feature columns (`tpuestimator.tables.columns`), None for data that is no table."""
+    """The table's feature columns (`tpuestimator.models.feature_columns`), None for data that is no table."""
     return dict(section.get("feature_columns") or {}) or None
 
 
@@ -178,7 +178,7 @@ def model_features(section: Mapping[str, Any]) -> dict[str, tuple[list[int], str
         img = section["image"]
         return {"image": ([img["height"], img["width"], img["channels"]], "float32")}
     if section.get("feature_columns"):
-        from tpuestimator.tables.preprocess import encoded_features
+        from tpuestimator.models.table_preprocessing import encoded_features
 
         return encoded_features(section["feature_columns"])
     out = {}

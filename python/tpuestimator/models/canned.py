@@ -11,7 +11,7 @@ Estimators `LinearClassifier`/`LinearRegressor`, `DNNClassifier`/`DNNRegressor` 
   outputs summed; each part trained by its own optimizer (`linear_optimizer`, default Ftrl, and
   `optimizer`) as DNNLinearCombined did.
 
-The model receives the numbers of `tables.preprocess` (float32 numerics, int32 indices); the
+The model receives the numbers of `models.table_preprocessing` (float32 numerics, int32 indices); the
 export's signatures take raw values (the preprocessing is its `serving_preprocess`). `linear`
 on data that is no table is the plain `tabular.linear`.
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.models import tabular
+from tpuestimator.models.feature_columns import cardinality
 from tpuestimator.models.heads import head_spec, output_units
-from tpuestimator.tables.columns import cardinality
 
 
 def _columns(params: dict) -> dict[str, dict]:
@@ -42,8 +42,8 @@ def _inputs(params: dict):
 def _serving(params: dict) -> dict:
     import tensorflow as tf
 
-    from tpuestimator.tables.columns import record_columns
-    from tpuestimator.tables.preprocess import preprocessor_for
+    from tpuestimator.models.feature_columns import record_columns
+    from tpuestimator.models.table_preprocessing import preprocessor_for
 
     columns = _columns(params)
     inputs = {name: tf.TensorSpec([], tf.as_dtype(c["dtype"]), name=name)

@@ -8,7 +8,8 @@ module on first use.
 - `infer_feature_columns(source, label=, ...)` (write): the same inference, nothing written
 - `train_table(source, label=, model=, out_dir=, ...)` (api): write, then train a canned model
 - `predict_table(export_dir, frame)` (api): predictions for a data frame from an export
-- `columns`: the feature-column spec; `preprocess`: the Keras preprocessing layers
+- the feature-column spec is `tpuestimator.models.feature_columns`, the Keras preprocessing layers
+  `tpuestimator.models.table_preprocessing` (both used by the data layer and the models)
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.tables.columns import missing_default, missing_mask, record_columns
+from tpuestimator.models.feature_columns import missing_default, missing_mask, record_columns
 from tpuestimator.tables.frames import column_values, read_table
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
       job_kwargs: passed to `tpuestimator.job.run_job` (overrides, progress, hooks, ...).
     """
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.tables.write import write_table
 
     out_dir = os.path.abspath(os.fspath(out_dir))
@@ -125,9 +125,10 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
     Raises:
       ConfigError: the export is not a table model's. DataError: see `table_inputs`.
     """
-    from tpuestimator.batch_predict import PredictionBatch
-    from tpuestimator.prediction_files import prediction_columns
-    from tpuestimator.serving import FEATURES_SIGNATURE, open_export
+    from tpuestimator.core.signatures import FEATURES_SIGNATURE
+    from tpuestimator.serving.batch_predict import PredictionBatch
+    from tpuestimator.serving.exports import open_export
+    from tpuestimator.serving.prediction_files import prediction_columns
 
     export = open_export(os.fspath(export_dir))
     columns = (export.meta.get("table") or {}).get("feature_columns")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.errors import DataError
-from tpuestimator.tables.columns import missing_mask
+from tpuestimator.models.feature_columns import missing_mask
 
 TASKS = ("classification", "regression")
 

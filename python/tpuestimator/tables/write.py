@@ -2,7 +2,7 @@
 
 The label column is checked and its task inferred (class ids or a number to predict), the
 rows split into train and eval (stratified by class for classification), every feature
-column's spec inferred from the TRAINING rows only (`columns.infer_column`: statistics,
+column's spec inferred from the TRAINING rows only (`feature_columns.infer_column`: statistics,
 vocabularies) and checked (no all-missing column; missing values only under a policy), then
 the shards and the manifest (with `feature_columns` and `task`) are written into a temporary
 folder renamed into place: every error comes before anything is written, and nothing is
@@ -24,7 +24,13 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.manifest import build_manifest, split_info
 from tpuestimator.data.writers import publish_folder, split_indices, write_shard
 from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.tables.columns import apply_overrides, check_missing, infer_column, missing_mask, record_columns
+from tpuestimator.models.feature_columns import (
+    apply_overrides,
+    check_missing,
+    infer_column,
+    missing_mask,
+    record_columns,
+)
 from tpuestimator.tables.frames import column_values, label_column, read_table
 
 log = logging.getLogger(__name__)
@@ -144,7 +150,7 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
       task: "classification" or "regression"; default inferred (factors, strings, bools and
         integers: classification; other numbers: regression).
       split: the eval fraction (stratified by class for classification). seed: the split's seed.
-      feature_columns: per-column overrides of the inferred columns (`tables.columns`), e.g.
+      feature_columns: per-column overrides of the inferred columns (`models.feature_columns`), e.g.
         `{"cyl": {"type": "categorical"}, "cyl_x_gear": {"type": "crossed", "columns": ["cyl", "gear"],
         "buckets": 16}}`; None drops a column.
       missing: a missing-value policy for every feature column ("mean", "zero", "oov") or per column.
@@ -187,7 +193,7 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
                                   features=features, label=label, source=plan["name"])
         manifest["task"] = plan["task"]
         manifest["feature_columns"] = plan["feature_columns"]
-        from tpuestimator.io import atomic_write_json
+        from tpuestimator.system.io import atomic_write_json
 
         atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
         os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
