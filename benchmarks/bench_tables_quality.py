@@ -80,7 +80,10 @@ def load(source: str):
 
     bunch = getattr(sklearn.datasets, name)(as_frame=True)
     frame = bunch.frame.copy()
-    frame.columns = [str(c).replace(" ", "_") for c in frame.columns]
+    # Keras names a model's inputs after the columns and refuses "/" (load_wine's
+    # "od280/od315_of_diluted_wines"): tpuestimator's canned models crash on such a column
+    # (reported on issue 21); spaces and slashes become underscores here.
+    frame.columns = [str(c).replace(" ", "_").replace("/", "_") for c in frame.columns]
     return frame
 
 
