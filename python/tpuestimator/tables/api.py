@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,7 +38,8 @@ def table_config(manifest: str, *, model: str = "dnn", config: Mapping[str, Any]
 def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: str = "dnn",
                 task: str | None = None, split: float = 0.2, seed: int = 0,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
-                config: Mapping[str, Any] | None = None, runs_dir: str | None = None, **job_kwargs):
+                config: Mapping[str, Any] | None = None, runs_dir: str | None = None,
+                model_dir: str | None = None, **job_kwargs):
     """Writes `source` as a table under `out_dir/data`, trains `model` on it into `out_dir/model`
     (evaluating on the held-out split, exporting at the end) and returns the `JobResult`.
 
@@ -46,7 +48,8 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       label, task, split, seed, feature_columns, missing: as `write_table`.
       model: `linear`, `dnn` or `wide_and_deep` (or any model name a config takes).
       config: config sections merged over the defaults (`table_config`).
-      job_kwargs: passed to `tpuestimator.job.run_job` (progress, hooks, ...).
+      runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
+      job_kwargs: passed to `tpuestimator.job.run_job` (overrides, progress, hooks, ...).
     """
     from tpuestimator.job import run_job
     from tpuestimator.tables.write import write_table
@@ -55,8 +58,8 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
     manifest = write_table(source, os.path.join(out_dir, "data"), label=label, task=task, split=split, seed=seed,
                            feature_columns=feature_columns, missing=missing, overwrite=True)
     cfg = table_config(manifest["path"], model=model, config=config)
-    return run_job(cfg, model_dir=os.path.join(out_dir, "model"), runs_dir=runs_dir or os.path.join(out_dir, "runs"),
-                   **job_kwargs)
+    return run_job(cfg, model_dir=model_dir or os.path.join(out_dir, "model"),
+                   runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
 
 
 def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newdata") -> dict[str, np.ndarray]:
@@ -132,6 +135,9 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
         raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
                           "write_table / `tpuestimator data write --label`)")
     inputs = table_inputs(frame, columns)
+    # A signature's input names are sanitized by TensorFlow (`Petal.Length` -> `Petal_Length`).
+    signature_names = {_sanitized(k): k for k in export.input_specs(FEATURES_SIGNATURE)}
+    inputs = {signature_names.get(_sanitized(k), k): v for k, v in inputs.items()}
     n = len(next(iter(inputs.values())))
     class_names = [str(c) for c in export.meta.get("class_names") or []]
     out: dict[str, list] = {}
@@ -146,3 +152,7 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
             if key not in ("source", "index"):
                 out.setdefault(key, []).append(values)
     return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def _sanitized(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name).lower()
