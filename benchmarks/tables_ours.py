@@ -106,7 +106,7 @@ def dnn_estimator(table_dir: str, *, model_dir: str, batch: int, hidden_units, l
     """(Estimator, train input_fn) of the canned `dnn` classifier on the table, as
     `tpuestimator train` builds them (model `dnn`, params from the table's manifest)."""
     from tpuestimator import data
-    from tpuestimator.estimator import Estimator, RunConfig
+    from tpuestimator.core.estimator import Estimator, RunConfig
 
     sec = section(table_dir, cache=True)
     resolved = data.resolve_section(sec)
@@ -146,7 +146,7 @@ def fit_evaluate_linear(frame, *, label: str, task: str, seed: int, steps: int |
     default optimizer, evaluates it on the eval rows: {"rmse"} or {"accuracy"}, plus the
     eval metrics as the Estimator reports them."""
     from tpuestimator import data
-    from tpuestimator.estimator import Estimator, RunConfig
+    from tpuestimator.core.estimator import Estimator, RunConfig
 
     table_dir = write_table(frame, os.path.join(out_dir, "table"), label=label, task=task, split=split, seed=seed,
                             shards=1)
