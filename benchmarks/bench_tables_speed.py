@@ -95,7 +95,7 @@ class OursTrain:
         self.hooks = [LoggingHook(1), SummaryHook(os.path.join(self.model_dir, "logs"))]
 
     def __call__(self, gate: common.Gate) -> None:
-        from tpuestimator.hooks.base import Hook
+        from tpuestimator.hooks import Hook
 
         class Boundary(Hook):
             def before_loop(self, step):

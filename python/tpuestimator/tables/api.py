@@ -49,7 +49,7 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       model: `linear`, `dnn` or `wide_and_deep` (or any model name a config takes).
       config: config sections merged over the defaults (`table_config`).
       runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
-      job_kwargs: passed to `tpuestimator.job.run_job` (overrides, progress, hooks, ...).
+      job_kwargs: passed to `tpuestimator.jobs.job.run_job` (overrides, progress, hooks, ...).
     """
     from tpuestimator.jobs.job import run_job
     from tpuestimator.tables.write import write_table
