@@ -24,6 +24,8 @@ SCRIPTS = {
     "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
     "bench_teardown.py": ("teardown", ["tensorflow", "workaround"]),
     "bench_resume.py": ("resume", ["resume"]),
+    "bench_tables_input.py": ("tables_input", ["configs", "workload"]),
+    "bench_tables_quality.py": ("tables_quality", ["tables"]),
 }
 
 
@@ -80,6 +82,16 @@ def test_benchmark_script_smoke(script, tmp_path):
     if name == "checkpoint":
         for workload in keys:  # async_checkpoint: true saves, keeps max_to_keep, restores the save-time weights
             assert data["results"][workload]["async_checkpoint"]["works"] is True
+    if name == "tables_input":
+        assert set(data["results"]["configs"]) == {"bare", "tpuestimator"}
+        assert data["ratios"]["tpuestimator/bare"]["target"] == 0.9
+    if name == "tables_quality":
+        # both sides trained on the same rows: each table's repeats name the writer's split sizes
+        tables = data["results"]["tables"]
+        assert set(tables) == {"mtcars", "iris"}
+        mtcars, iris = tables["mtcars"]["repeats"][0], tables["iris"]["repeats"][0]
+        assert mtcars["train_rows"] + mtcars["eval_rows"] == 32 and mtcars["ols_rmse"] > 0
+        assert iris["train_rows"] + iris["eval_rows"] == 150 and 0 <= iris["logistic_accuracy"] <= 1
     if name == "startup":
         assert data["ratios"]["cli/bare"]["target"] == 1.5
         # run_all.py --report-only rebuilds the README's figures table from result files, running nothing.
@@ -88,6 +100,19 @@ def test_benchmark_script_smoke(script, tmp_path):
         _run([str(BENCH / "run_all.py"), "--report-only", "--results", str(out), "--readme", str(readme)], tmp_path)
         text = readme.read_text()
         assert "old" not in text and "kept" in text and "cli/bare" in text
+
+
+def test_tables_speed_smoke(tmp_path):
+    """bench_tables_speed.py runs the Estimator and Keras sides through the turnstile (the TF 2.15
+    side needs a TensorFlow 2.15 interpreter outside the project's venv: not run here)."""
+    out = tmp_path / "results"
+    _run([str(BENCH / "bench_tables_speed.py"), "--smoke", "--repeats", "1", "--configs", "tpuestimator,keras",
+          "--out", str(out)], tmp_path)
+    data = _check_result(out / "tables_speed.json", "tables_speed", ["configs", "workload"])
+    assert data["results"]["workload"]["features"] == 20
+    assert data["ratios"]["tpuestimator/keras"]["target"] == 1.0
+    for name in ("tpuestimator", "keras"):
+        _check_stats(data["results"]["configs"][name]["steps_per_sec"], name)
 
 
 def test_gpu_script_dry_run_on_cpu(tmp_path):

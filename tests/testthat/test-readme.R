@@ -38,6 +38,7 @@ test_that("the README's R quick start runs line by line, and its training reruns
   expect_s3_class(env$run, "tpu_run")
   expect_equal(env$run$global_step, 20L)
   expect_true(all(c("class_id", "class") %in% names(env$preds)))
+  expect_s3_class(env$mt, "tpu_run")
   expect_equal(nrow(env$runs), 2L)
   expect_setequal(env$runs$flag_learning_rate, c(1e-3, 1e-2))
   # the example's folder does not depend on the session (issue 22.1): it is in the user's cache

@@ -1,6 +1,6 @@
 """Evaluation and prediction input: every example exactly once, in static shapes.
 
-Used with several replicas or on a TPU (`Estimator._eval_input`); one replica on CPU or GPU
+Used with several replicas or on a TPU (`core.evaluator.Evaluator`); one replica on CPU or GPU
 reads the batches unpadded.
 
 Each per-replica batch (the last one possibly partial) is padded to the per-replica size

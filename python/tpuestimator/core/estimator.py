@@ -8,37 +8,32 @@ exactly once (the last partial batch is padded and masked, never dropped).
 
 The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
 `tpuestimator.core.state.TrainingState`), `Estimator.trainer` (the training input and its
-device loops, `tpuestimator.core.trainer`). The outer training loop is
-`tpuestimator.core.controller`, the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
-`tpuestimator.core.batching`.
-
-Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
-`predict` and `export_saved_model` are the user documentation; the work is in the modules
-above.
+device loops, `tpuestimator.core.trainer`), `Estimator.evaluator` (evaluation and prediction,
+`tpuestimator.core.evaluator`). The outer training loop is `tpuestimator.core.controller`,
+the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`,
+the eval/predict padding `tpuestimator.core.batching`, the export's signatures
+`tpuestimator.core.signatures`.
 """
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tpuestimator.core import checkpointing
 from tpuestimator.core import steps as replica_steps
-from tpuestimator.core.batching import MASK_KEY, batch_axis_first, pad_and_mask, worker_share
+from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.controller import Cadence, TrainController
 from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
+from tpuestimator.core.evaluator import Evaluator
 from tpuestimator.core.hooks import HookList
-from tpuestimator.core.loops import make_eval_loop, make_predict_step
 from tpuestimator.core.run_config import RunConfig
-from tpuestimator.core.signatures import serving_module
+from tpuestimator.core.signatures import serving_module, write_saved_model
 from tpuestimator.core.state import TrainingState, build_state
 from tpuestimator.core.trainer import Trainer, TrainInput
 from tpuestimator.errors import ConfigError
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.spec import Mode, ModelSpec, split_element
-from tpuestimator.system.faults import fault_point
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
 
@@ -75,7 +70,7 @@ class Estimator:
         self._device = None
         self._state: TrainingState | None = None
         self._trainer: Trainer | None = None
-        self._eval_fns: dict = {}  # (mode, relayout): device functions built once per Estimator
+        self._evaluator: Evaluator | None = None
         self.stop_training = False
         self.last_train_logs: dict = {}
 
@@ -318,75 +313,14 @@ class Estimator:
         checkpointing.sync(self._state, asynchronous=self.config.async_checkpoint)
 
     # ------------------------------------------------------------------ eval / predict
-    def _eval_input(self, input_fn, mode: Mode, steps: int | None):
-        """The evaluation / prediction input, distributed.
-
-        With several replicas or on a TPU: padded, masked global batches of a static size
-        (`tpuestimator.core.batching`). One replica on CPU or GPU takes the batches as they come
-        (the last one shorter, no mask): every example is still seen exactly once, without
-        the padding stage that cost up to 30% of an evaluation of a small model. Several
-        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
-        every global batch (`batching.worker_share`); the metrics are all-reduced.
-        """
-        batch, field = self.global_batch(mode)
-        per_replica = self.per_replica_batch(batch, field)
-        batch_axes = self._client_layout_axes(input_fn)
-
-        def read():  # padding and the split act on axis 0: a transposed batch comes back to it first
-            ds = input_fn(self.input_params(mode))
-            return batch_axis_first(ds, batch_axes) if batch_axes else ds
-
-        if self.device_info.strategy_name == "multi_worker":
-            def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
-                ds = pad_and_mask(read(), per_replica=per_replica,
-                                  replicas=self.num_replicas, steps=steps)
-                return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
-                                    per_replica=per_replica)
-            return self.strategy.distribute_datasets_from_function(worker_input)
-        ds = read()
-        if self.num_replicas > 1 or self.device_info.kind == "tpu":
-            ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
-        elif steps is not None:
-            ds = ds.take(steps)
-        if self._input_on_host():
-            return ds  # one replica on the host CPU: nothing to distribute (see `Trainer.use_input`)
-        return self.strategy.experimental_distribute_dataset(ds)
-
-    def _pads_eval_input(self) -> bool:
-        """Evaluation and prediction batches are padded and split between replicas (several
-        replicas, a TPU or several workers) rather than read as they come."""
-        return (self.num_replicas > 1 or self.device_info.kind == "tpu"
-                or self.device_info.strategy_name == "multi_worker")
-
-    def _client_layout_axes(self, input_fn) -> dict:
-        """{feature: its batch axis} when `input_fn` puts some batch off axis 0 (`input_fn.batch_axes`,
-        `data.transpose_input`) and the eval input is padded and split: those batches are moved
-        back to axis 0 on the host and the replica step applies `state.to_model_layout`.
-        Empty otherwise (one replica reads the model's layout as it comes)."""
-        axes = {k: int(v) for k, v in (getattr(input_fn, "batch_axes", None) or {}).items() if int(v)}
-        if not axes or not self._pads_eval_input():
-            return {}
-        if self.state.to_model_layout is None:
-            raise ConfigError("input_fn.batch_axes", axes, "an input function that also sets `to_model_layout` "
-                              "(the model was built from one without it): build the Estimator anew")
-        return axes
-
-    def _eval_function(self, mode: str, input_fn):
-        """The eval loop or predict step for `input_fn`'s layout, built once per Estimator and layout."""
-        relayout = self.state.to_model_layout if self._client_layout_axes(input_fn) else None
-        key = (mode, relayout is not None)
-        if key not in self._eval_fns:
-            if mode == "eval":
-                carry = self.num_replicas == 1
-                self._eval_fns[key] = make_eval_loop(
-                    self.strategy, replica_steps.make_eval_step(self.state, carry_totals=carry,
-                                                                to_model_layout=relayout),
-                    carry_totals=carry)
-            else:
-                self._eval_fns[key] = make_predict_step(
-                    self.strategy, replica_steps.make_predict_step(self.state, to_model_layout=relayout),
-                    mask_key=MASK_KEY, every_worker=self.device_info.strategy_name == "multi_worker")
-        return self._eval_fns[key]
+    @property
+    def evaluator(self) -> Evaluator:
+        """The `tpuestimator.core.evaluator.Evaluator`: the eval/predict input and device functions."""
+        if self._evaluator is None:
+            self._evaluator = Evaluator(strategy=self.strategy, state=self.state, device_info=self.device_info,
+                                        input_params=self.input_params, input_on_host=self._input_on_host(),
+                                        per_replica_batch=lambda mode: self.per_replica_batch(*self.global_batch(mode)))
+        return self._evaluator
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
                  checkpoint_path: str | None = None) -> dict:
@@ -401,24 +335,12 @@ class Estimator:
         Returns:
           dict of metric name -> float, plus `global_step` and `num_examples`.
         """
-        state = self.build(input_fn, Mode.EVAL)
+        self.build(input_fn, Mode.EVAL)
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
-        carry = self.num_replicas == 1
-        eval_loop = self._eval_function("eval", input_fn)
-        for metric in state.eval_metric_objects():
-            metric.reset_state()
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        loss, count = eval_loop(self._eval_input(input_fn, Mode.EVAL, steps))
-        if not carry:  # several replicas: the metrics hold the totals
-            loss, count = state.eval_loss.result(), state.eval_count.result()
-        results = {"loss": float(loss)}
-        for name, (metric, _) in state.eval_metrics.items():
-            value = metric.result()
-            results[name] = float(value) if getattr(value, "shape", ()) == () else value.numpy().tolist()
-        results["num_examples"] = int(count)
-        results["global_step"] = state.step
+        results = self.evaluator.evaluate(input_fn, steps)
         hook_list.after_eval(results["global_step"], results)
         logger.debug("eval at step %d: %s", results["global_step"], results)
         return results
@@ -435,12 +357,9 @@ class Estimator:
         """
         import numpy as np
 
-        state = self.build(input_fn, Mode.PREDICT)
-        spec = state.spec
-        step = self._eval_function("predict", input_fn)
+        spec = self.build(input_fn, Mode.PREDICT).spec
         names = np.asarray(spec.class_names) if spec.class_names else None
-        for batch in self._eval_input(input_fn, Mode.PREDICT, None):
-            local = {k: v.numpy() for k, v in step(batch).items()}  # padding already removed
+        for local in self.evaluator.predict_batches(input_fn):
             if names is not None and "class_id" in local:
                 local["class"] = names[local["class_id"]]
             if yield_single_examples:
@@ -471,24 +390,10 @@ class Estimator:
         Returns:
           The export's path.
         """
-        import tensorflow as tf
-
-        from tpuestimator.system.diskspace import translate_disk_full
-        from tpuestimator.system.io import atomic_directory
-
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
                                "(or use tpuestimator.jobs.job.export_job(model_dir) to export from checkpoints).")
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
-        version = int(time.time()) if version is None else int(version)
-        while os.path.exists(os.path.join(export_dir_base, str(version))):
-            version += 1
-        final = os.path.join(export_dir_base, str(version))
-        module = self.serving_module(serving_inputs)
-        kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
-        with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
-            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
-            fault_point("in_export", self.state.step)
-        logger.info("exported SavedModel to %s", final)
-        return final
+        return write_saved_model(self.serving_module(serving_inputs), export_dir_base, version=version,
+                                 model_dir=self.model_dir, step=self.state.step)
