@@ -13,7 +13,6 @@ import json
 from tpuestimator.runs import check_run_dir
 from tpuestimator.runs.query import column_types, ls_runs
 
-
 # The columns of the fixture runs folder, written by hand (issue 24.7), not by the code under
 # test: tfruns's order (run_dir, eval_*, metric_*, flag_* in the order the runs first show them,
 # then R/ls_runs.R return_runs()'s standard columns, status, then ours by name); the types are

@@ -12,7 +12,6 @@ from tpuestimator.errors import NonFiniteError
 from tpuestimator.runs import check_run_dir, ls_runs, run_info
 from tpuestimator.runs.report import render_run_report
 
-
 NUMBER = r"\d+\.\d{4}"
 RATE = r"\d+(\.\d+)?"
 
