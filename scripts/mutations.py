@@ -18,6 +18,7 @@ import dataclasses
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,11 +102,17 @@ def run_tests(root: Path, tests: list[str], log: Path) -> int:
                TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TPUESTIMATOR_FAULT", None)
     with open(log, "w") as out:
+        # its own process group: a timeout (or Ctrl-C here) also ends the CLI processes the tests started
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                                cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-                                  cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT_S).returncode
+            return proc.wait(TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return -1
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def apply_and_test(root: Path, mutation: Mutation, logs: Path) -> Outcome:
