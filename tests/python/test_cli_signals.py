@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.modeldir import checkpoint_step
+from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
 pytestmark = pytest.mark.slow   # two or three CLI processes (TensorFlow start-up each)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import array_input_fn, finite_input_fn, make_data
-from tpuestimator.modeldir import checkpoint_step
+from tpuestimator.jobs.modeldir import checkpoint_step
 
 
 class StepLog:
@@ -102,7 +102,7 @@ def test_a_finite_input_is_resumed_within_its_pass(tmp_path):
 
 
 def _job(config, model_dir, overrides, **kw):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(config, overrides=overrides, model_dir=str(model_dir), record=False, export=False, **kw)
 
@@ -128,7 +128,7 @@ def test_resume_is_exact_with_8_replicas(tmp_path, fixtures_dir):
     the built-in pipeline, so a resumed input skips 8 per step already trained."""
     from tpuestimator import Estimator, RunConfig
     from tpuestimator.config import load_config
-    from tpuestimator.from_config import input_fn_for
+    from tpuestimator.jobs.from_config import input_fn_for
 
     cfg = load_config(str(fixtures_dir / "parity" / "parity.yaml"))
     fn = input_fn_for(cfg, "train")

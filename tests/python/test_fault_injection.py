@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tpuestimator.modeldir import checkpoint_step
+from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
 POINTS = int(os.environ.get("TPUESTIMATOR_FAULT_POINTS", "5"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.faults import RETURN_CODE
+from tpuestimator.system.faults import RETURN_CODE
 
 SETTINGS = ["train.max_steps=40", "train.save_checkpoints_steps=20", "eval.every_n_steps=20", "export.enabled=true",
             "export.exporters=[final, best]"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
+from tpuestimator.jobs.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
 from tpuestimator.runs import check_run_dir, ls_runs
 
 
@@ -68,7 +68,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path, c
     dead = _dead_pid()
     (model_dir / LOCK_FILE).write_text(json.dumps({"pid": dead, "host": socket.gethostname(), "started": time.time(),
                                                    "command": "tpuestimator train old.yaml", "mode": "train"}))
-    with caplog.at_level(logging.WARNING, logger="tpuestimator.model_dir_lock"), ModelDirLock(model_dir):
+    with caplog.at_level(logging.WARNING, logger="tpuestimator.jobs.model_dir_lock"), ModelDirLock(model_dir):
         assert json.loads((model_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
     assert f"stale lock of pid {dead}" in caplog.text and "old.yaml" in caplog.text
 
@@ -115,7 +115,7 @@ def test_only_the_chief_of_a_cluster_takes_the_lock(tf_config, needed):
 
 
 def test_a_training_job_refuses_a_locked_model_dir_and_releases_its_own(tmp_path, fixtures_dir):
-    from tpuestimator.job import evaluate_job, run_job
+    from tpuestimator.jobs.job import evaluate_job, run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir = tmp_path / "m"

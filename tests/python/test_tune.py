@@ -7,8 +7,8 @@ import random
 import pytest
 
 from tpuestimator.commands.tune import parse_grid
+from tpuestimator.jobs.tune import flag_grid, override_text, sample_grid
 from tpuestimator.runs import check_run_dir, ls_runs
-from tpuestimator.runs.tune import flag_grid, override_text, sample_grid
 
 
 def test_grid_order_sampling_and_parsing():
@@ -52,7 +52,7 @@ def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):
     TensorFlow's "triggered tf.function retracing" warnings."""
     import logging
 
-    from tpuestimator.console import quiet_tensorflow
+    from tpuestimator.system.console import quiet_tensorflow
 
     tf_logger = logging.getLogger("tensorflow")
     try:

@@ -34,12 +34,12 @@ def print_metrics(metrics: dict, stream=None) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.cluster_task import serve, task_duty
+    from tpuestimator.cluster.sidecar import run_sidecar_evaluator
+    from tpuestimator.cluster.tasks import serve, task_duty
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.models import resolve_model_fn
-    from tpuestimator.sidecar import run_sidecar_evaluator
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
     resolve_model_fn(cfg.model)  # so does a model function that cannot be imported

@@ -44,9 +44,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from tpuestimator.commands.runs import format_table
     from tpuestimator.config import load_config
+    from tpuestimator.jobs.tune import flag_grid, sample_grid, tuning_run
     from tpuestimator.models import resolve_model_fn
     from tpuestimator.runs.query import ls_runs
-    from tpuestimator.runs.tune import flag_grid, sample_grid, tuning_run
 
     try:
         grid = parse_grid(args.grid)
@@ -56,7 +56,7 @@ def run(args) -> int:
         return 2
     planned = len(sample_grid(flag_grid(grid), args.sample))
     if getattr(args, "verbose", 0) < 2:  # many jobs in one process: no retracing walls
-        from tpuestimator.console import quiet_tensorflow
+        from tpuestimator.system.console import quiet_tensorflow
 
         quiet_tensorflow()
     cfg = load_config(args.config, args.overrides)

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tpuestimator.batch_predict import ExportPredictor, iter_labelled_batches, iter_predictions
-from tpuestimator.classification_metrics import ClassificationReport, StreamingClassificationMetrics
 from tpuestimator.errors import ConfigError
-from tpuestimator.io import atomic_write_json
-from tpuestimator.prediction_files import PredictionFileWriter, prediction_columns
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.confusion_plot import write_confusion_png
-from tpuestimator.serving import is_export_dir
+from tpuestimator.serving.batch_predict import ExportPredictor, iter_labelled_batches, iter_predictions
+from tpuestimator.serving.classification_metrics import ClassificationReport, StreamingClassificationMetrics
+from tpuestimator.serving.exports import is_export_dir
+from tpuestimator.serving.prediction_files import PredictionFileWriter, prediction_columns
+from tpuestimator.system.io import atomic_write_json
 
 __all__ = ["evaluate_export", "is_export_dir", "predict_columns", "predict_to_file"]
 

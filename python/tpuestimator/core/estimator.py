@@ -7,10 +7,10 @@ steps per device call, `steps` (incremental) versus `max_steps` (absolute), chec
 exactly once (the last partial batch is padded and masked, never dropped).
 
 The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
-`tpuestimator.state.TrainingState`), `Estimator.train_input` (the current training input and
-its device loop). The outer training loop is `tpuestimator.controller`, the device loops
-`tpuestimator.loops`, checkpoints `tpuestimator.checkpointing`, the eval/predict padding
-`tpuestimator.batching`.
+`tpuestimator.core.state.TrainingState`), `Estimator.train_input` (the current training input and
+its device loop). The outer training loop is `tpuestimator.core.controller`, the device loops
+`tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
+`tpuestimator.core.batching`.
 
 Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
 `predict` and `export_saved_model` are the user documentation; the work is in the modules
@@ -25,27 +25,27 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from tpuestimator import checkpointing
-from tpuestimator import steps as replica_steps
-from tpuestimator.batching import MASK_KEY, pad_and_mask, worker_share
-from tpuestimator.controller import Cadence, TrainController
-from tpuestimator.devices import describe_strategy, is_parameter_server, make_strategy
-from tpuestimator.errors import ConfigError
-from tpuestimator.faults import fault_point
-from tpuestimator.hooks.base import HookList
-from tpuestimator.input_position import train_dataset
-from tpuestimator.loops import (
+from tpuestimator.core import checkpointing
+from tpuestimator.core import steps as replica_steps
+from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
+from tpuestimator.core.controller import Cadence, TrainController
+from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
+from tpuestimator.core.hooks import HookList
+from tpuestimator.core.input_position import train_dataset
+from tpuestimator.core.loops import (
     make_eval_loop,
     make_loop_reader,
     make_predict_step,
     make_scheduled_train_loop,
     make_train_loop,
 )
+from tpuestimator.core.run_config import RunConfig
+from tpuestimator.core.signatures import serving_module
+from tpuestimator.core.state import TrainingState, build_state
+from tpuestimator.errors import ConfigError
 from tpuestimator.models import resolve_model_fn
-from tpuestimator.run_config import RunConfig
-from tpuestimator.serving import serving_module
 from tpuestimator.spec import Mode, ModelSpec, split_element
-from tpuestimator.state import TrainingState, build_state
+from tpuestimator.system.faults import fault_point
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
 
@@ -419,7 +419,7 @@ class Estimator:
         """The evaluation / prediction input, distributed.
 
         With several replicas or on a TPU: padded, masked global batches of a static size
-        (`tpuestimator.batching`). One replica on CPU or GPU takes the batches as they come
+        (`tpuestimator.core.batching`). One replica on CPU or GPU takes the batches as they come
         (the last one shorter, no mask): every example is still seen exactly once, without
         the padding stage that cost up to 30% of an evaluation of a small model. Several
         workers (`multi_worker`): each pads the whole input alike and keeps its slice of
@@ -529,12 +529,12 @@ class Estimator:
         """
         import tensorflow as tf
 
-        from tpuestimator.diskspace import translate_disk_full
-        from tpuestimator.io import atomic_directory
+        from tpuestimator.system.diskspace import translate_disk_full
+        from tpuestimator.system.io import atomic_directory
 
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
-                               "(or use tpuestimator.job.export_job(model_dir) to export from checkpoints).")
+                               "(or use tpuestimator.jobs.job.export_job(model_dir) to export from checkpoints).")
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
         version = int(time.time()) if version is None else int(version)

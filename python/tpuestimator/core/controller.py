@@ -8,7 +8,7 @@ ask for, checkpoints) and the per-loop actions in a fixed order:
     before_loop hooks -> device loop -> read metrics -> NaN/Inf sentinel -> after_loop hooks
     -> checkpoint when due -> stop when asked or when the input ended
 
-Evaluation and export cadence is one level up, in `tpuestimator.training.train_and_evaluate`,
+Evaluation and export cadence is one level up, in `tpuestimator.core.training.train_and_evaluate`,
 and declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import time
 
 from tpuestimator.errors import NonFiniteError
-from tpuestimator.faults import fault_point
+from tpuestimator.system.faults import fault_point
 
 logger = logging.getLogger(__name__)
 

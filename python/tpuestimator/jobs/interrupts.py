@@ -37,8 +37,8 @@ import signal
 import threading
 from typing import Any
 
+from tpuestimator.core.hooks import Hook
 from tpuestimator.errors import TPUEstimatorError
-from tpuestimator.hooks.base import Hook
 
 logger = logging.getLogger(__name__)
 

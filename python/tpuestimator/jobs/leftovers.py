@@ -1,7 +1,7 @@
 """Leftovers of a killed run: temp files and folders of our own naming, removed when a job starts.
 
 A process killed mid-write (kill -9, OOM, power loss) leaves what its atomic writes had not
-renamed yet: `tpuestimator.io` writes through ``.<name>.<8 random characters>.tmp`` files and
+renamed yet: `tpuestimator.system.io` writes through ``.<name>.<8 random characters>.tmp`` files and
 folders beside their target (exports: ``export/best/.500.k2j4x9ab.tmp/``), and TensorFlow writes
 a checkpoint's shards into ``<prefix>_temp/`` (``ckpt-300_temp/``) before renaming them.
 `remove_stale_temporaries` deletes exactly those names in the model dir and the export folders

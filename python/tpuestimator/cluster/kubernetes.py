@@ -13,8 +13,8 @@ import os
 import re
 from collections.abc import Sequence
 
+from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, task_config, tf_configs
 from tpuestimator.errors import ConfigError
-from tpuestimator.local_cluster import ClusterShape, cluster_layout, task_config, tf_configs
 
 # The port every task listens on inside its pod.
 PORT = 2222

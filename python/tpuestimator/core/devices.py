@@ -11,9 +11,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator import partitioning, workarounds
-from tpuestimator.cluster_task import cluster_spec, read_tf_config, task_role, tf_config_task, training_cluster_resolver
+from tpuestimator.core import workarounds
+from tpuestimator.core.cluster_task import (
+    cluster_spec,
+    read_tf_config,
+    task_role,
+    tf_config_task,
+    training_cluster_resolver,
+)
 from tpuestimator.errors import ConfigError, TPUUnavailableError
+from tpuestimator.models import partitioning
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +160,7 @@ def describe_strategy(name: str, strategy, kind: str | None = None, topology: st
 
 def _parameter_server_strategy(run: Mapping[str, Any]):
     """ParameterServerStrategy for the coordinator (the `chief` task of TF_CONFIG); the `ps`
-    and `worker` tasks only run a `tf.distribute.Server` (`cluster_task.serve`)."""
+    and `worker` tasks only run a `tf.distribute.Server` (`cluster.tasks.serve`)."""
     import tensorflow as tf
 
     cluster, task = cluster_spec(), tf_config_task() or {}

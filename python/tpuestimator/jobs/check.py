@@ -109,8 +109,8 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
     import tensorflow as tf
 
     from tpuestimator import data
-    from tpuestimator.estimator import Estimator, RunConfig
-    from tpuestimator.from_config import input_fn_for, model_params
+    from tpuestimator.core.estimator import Estimator, RunConfig
+    from tpuestimator.jobs.from_config import input_fn_for, model_params
     from tpuestimator.spec import Mode, split_element
 
     cfg = config if isinstance(config, JobConfig) else load_config(config, overrides)

@@ -6,21 +6,21 @@ distributed mode: `{"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "
 {"type": "worker", "index": 1}}`. The chief is the `chief` task, or worker 0 when the
 cluster has no `chief` (`task_role` -> `TaskRole`).
 
-What `tpuestimator train` does in each task (`task_duty`):
+What `tpuestimator train` does in each task (`tpuestimator.cluster.tasks.task_duty`):
 - `chief` (or no TF_CONFIG): trains (`job.run_job`); under `run.strategy: parameter_server`
   it is the coordinator that schedules the workers' steps.
 - `ps` and `worker` under `parameter_server`: run a `tf.distribute.Server` and serve until
-  the chief has finished (`serve`); the chief places variables on the ps tasks and runs
+  the chief has finished (`cluster.tasks.serve`); the chief places variables on the ps tasks and runs
   functions on the workers through it. Under `multi_worker` every worker trains.
-- `evaluator`: the side-car evaluation of each new checkpoint (`tpuestimator.sidecar`).
+- `evaluator`: the side-car evaluation of each new checkpoint (`tpuestimator.cluster.sidecar`).
 
 Only the chief writes what users keep (checkpoints, exports, summaries, the run record);
 TensorFlow still needs every worker of a MultiWorkerMirroredStrategy to take part in each
 save (the variables' values are read collectively), so the other workers write into a
 scratch folder that is removed when the process ends (`scratch_dir`).
 
-No home-made cluster code: the servers are TensorFlow's, this module only reads TF_CONFIG,
-decides the role and when a server's work is over.
+No home-made cluster code: the servers are TensorFlow's; this module only reads TF_CONFIG
+and decides the role (the core needs it: who saves, where scratch goes).
 """
 from __future__ import annotations
 
@@ -31,9 +31,7 @@ import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
-import time
 
 from tpuestimator.errors import ConfigError
 
@@ -116,17 +114,6 @@ def cluster_spec(environ=None) -> dict:
     return dict(parsed.get("cluster") or {}) if parsed else {}
 
 
-def task_duty(strategy: str, environ=None) -> str:
-    """What `tpuestimator train` does in this process: 'train', 'server' (a ps or worker task
-    of parameter_server) or 'evaluator', from TF_CONFIG's task and the config's `run.strategy`."""
-    kind = (tf_config_task(environ) or {}).get("type")
-    if kind == "evaluator":
-        return "evaluator"
-    if strategy == "parameter_server" and kind in ("ps", "worker"):
-        return "server"
-    return "train"
-
-
 def training_cluster_resolver():
     """TF_CONFIG's cluster without its `evaluator`: the side-car evaluator serves nothing, and a
     coordinator whose cluster lists it waits for it for ever (TF 2.21)."""
@@ -155,49 +142,3 @@ def remove_scratch(path: str | None) -> None:
     """Removes a `scratch_dir` folder now (a no-op for None or a folder already gone)."""
     if path:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _reachable(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def serve(*, poll_seconds: float = 1.0, gone_after: int = 3, wait_for_chief_s: float | None = None) -> dict:
-    """Runs this ps/worker task's `tf.distribute.Server` until the chief has finished.
-
-    The chief (the coordinator) holds a server at its TF_CONFIG address while it trains; this
-    task polls that address and returns once it was reachable and then stayed unreachable
-    for `gone_after` polls (the chief ended, or its process was stopped). A chief that never
-    appears is waited for `wait_for_chief_s` seconds (None: for ever, as in a Kubernetes pod).
-
-    Returns:
-      {"task": "ps:0", "chief": address}.
-    """
-    import tensorflow as tf
-
-    task = tf_config_task() or {}
-    cluster = cluster_spec()
-    resolver = training_cluster_resolver()
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=task["type"], task_index=int(task.get("index", 0)),
-                                  protocol=resolver.rpc_layer, start=True)
-    chief = (cluster.get("chief") or [None])[0]
-    name = f"{task['type']}:{task.get('index', 0)}"
-    logger.info("%s serving at %s for the chief at %s", name, server.target, chief)
-    seen, missed, started = False, 0, time.monotonic()
-    while chief:
-        if _reachable(chief):
-            seen, missed = True, 0
-        elif seen:
-            missed += 1
-            if missed >= gone_after:
-                break
-        elif wait_for_chief_s is not None and time.monotonic() - started > wait_for_chief_s:
-            logger.warning("%s: the chief at %s never appeared within %.0f s", name, chief, wait_for_chief_s)
-            break
-        time.sleep(poll_seconds)
-    logger.info("%s: the chief has finished; stopping", name)
-    return {"task": name, "chief": chief}

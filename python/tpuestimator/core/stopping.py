@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from tpuestimator.core.hooks import Hook
 from tpuestimator.errors import ConfigError
-from tpuestimator.hooks.base import Hook
-from tpuestimator.io import atomic_write_json
+from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ the skipped batches once on resume.
 
 Randomness inside the input (augmentation) must then be keyed by the position in the stream,
 not drawn from stateful random ops (see `tpuestimator.data.augment`); the model's own random
-state (dropout) is in the checkpoint (`tpuestimator.state`).
+state (dropout) is in the checkpoint (`tpuestimator.core.state`).
 """
 from __future__ import annotations
 

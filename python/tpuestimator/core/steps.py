@@ -1,16 +1,16 @@
 """Replica steps: what one replica does with one batch, in training, evaluation and prediction.
 
-The device loops (`tpuestimator.loops`) run these inside `strategy.run`; the NaN/Inf replay
+The device loops (`tpuestimator.core.loops`) run these inside `strategy.run`; the NaN/Inf replay
 (`tpuestimator.debug.replay`) runs the same `forward_backward` on the host. Each takes a
 `TrainingState` and reads an input element as the model-function contract says
 (`spec.split_element`, `spec.model_inputs`). In Orbit's terms this module is the trainer's
-and evaluator's step; the outer loop is `tpuestimator.controller`.
+and evaluator's step; the outer loop is `tpuestimator.core.controller`.
 """
 from __future__ import annotations
 
-from tpuestimator.batching import MASK_KEY
+from tpuestimator.core.batching import MASK_KEY
+from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import model_inputs, split_element
-from tpuestimator.tracing import device_function
 
 
 def call_model(state, features, training: bool):

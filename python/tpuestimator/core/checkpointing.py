@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 
-from tpuestimator.cluster_task import remove_scratch, scratch_dir, task_role
+from tpuestimator.core.cluster_task import remove_scratch, scratch_dir, task_role
 from tpuestimator.errors import ConfigError, TPUEstimatorError
 
 logger = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def _on_disk_full(state, step: int):
 
     import tensorflow as tf
 
-    from tpuestimator.diskspace import disk_full_error, is_disk_full
+    from tpuestimator.system.diskspace import disk_full_error, is_disk_full
 
     try:
         yield

@@ -2,7 +2,7 @@
 
     tuning_run("digits.yaml", {"params.learning_rate": [1e-3, 3e-3, 1e-2]})
 
-Each combination is a full job (`tpuestimator.job.run_job`) with the combination's values as
+Each combination is a full job (`tpuestimator.jobs.job.run_job`) with the combination's values as
 ``--set`` overrides, its OWN new model dir (``<runs>/.models/tune-<stamp>-<n>``, so no
 combination resumes another's checkpoint; docs/RUN_FORMAT.md, "Model dirs"), and its own run
 folder, tagged with the ``tuning_run`` property (the tuning's start stamp) and its flags.
@@ -100,7 +100,7 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
       skipped (its run is recorded as failed); when every combination fails, the last error is raised.
     """
     from tpuestimator.config import load_config
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     overrides = list(overrides)
     combos = sample_grid(flag_grid(flags), sample, rng)

@@ -3,7 +3,7 @@ latest checkpoint on the eval data or other files) and `export_job` (a SavedMode
 .tflite file), with `resolve_model_dir` and `load_job_config` (the config the training wrote).
 
 The CLI's `tpuestimator evaluate` / `export` and R's `tpu_evaluate()` / `tpu_export()` call
-these (R through `tpuestimator.job`, which re-exports them).
+these (R through `tpuestimator.jobs.job`, which re-exports them).
 """
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tpuestimator import data, litert
+from tpuestimator import data
 from tpuestimator.config import JobConfig, load_config
 from tpuestimator.data.spec import pattern_for
 from tpuestimator.errors import ConfigError
-from tpuestimator.from_config import build_estimator, input_fn_for
-from tpuestimator.io import atomic_write_json
-from tpuestimator.model_dir_lock import model_dir_lock
-from tpuestimator.serving import EXPORT_META, data_serving_inputs, is_export_dir, write_export_metadata
+from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+from tpuestimator.jobs.model_dir_lock import model_dir_lock
+from tpuestimator.serving import litert
+from tpuestimator.serving.exports import EXPORT_META, data_serving_inputs, is_export_dir, write_export_metadata
 from tpuestimator.spec import Mode
+from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ def warmup_records(cfg: JobConfig, n: int) -> list[bytes]:
     """
     if not n:
         return []
-    from tpuestimator import warmup
+    from tpuestimator.serving import warmup
 
     return warmup.sample_records(cfg.section("data"), n)
 
@@ -161,7 +162,7 @@ def write_warmup(export_dir: str, cfg: JobConfig, n: int, records: list[bytes] |
     records = warmup_records(cfg, n) if records is None else records
     if not records:
         return 0
-    from tpuestimator import warmup
+    from tpuestimator.serving import warmup
 
     return warmup.write_warmup_requests(export_dir, records, model_name=cfg.name or "")
 
@@ -170,7 +171,7 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
                   *, eval_mode: str = "eval") -> dict:
     """Converts an export to `target` (.tflite), verifies it on the eval records (decoded as in
     evaluation), and records the figures under `tflite` in the export's metadata."""
-    from tpuestimator.io import atomic_write_bytes
+    from tpuestimator.system.io import atomic_write_bytes
 
     section = data.resolve_section(cfg.section("data"))
     batch_size = int(cfg.eval.batch_size)

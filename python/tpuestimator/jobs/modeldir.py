@@ -188,7 +188,7 @@ def unappliable_settings_error(model_dir: str | os.PathLike, recorded_config: Ma
     """The error for a resumed job (``--resume``) whose changed settings cannot take effect on
     the checkpoint: the model it builds has other variables (shapes, layers) than the checkpoint.
 
-    Optimizer settings (the learning rate: `tpuestimator.checkpointing.restore`), the data,
+    Optimizer settings (the learning rate: `tpuestimator.core.checkpointing.restore`), the data,
     the steps take effect on resume; an architecture cannot. Names the changed settings with
     both values (from `recorded_config`, the model dir's config before this job) and the fix.
     """

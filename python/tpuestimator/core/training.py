@@ -13,12 +13,12 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tpuestimator.controller import EvalCadence
+from tpuestimator.core.controller import EvalCadence
+from tpuestimator.core.hooks import as_hook
+from tpuestimator.core.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.errors import ConfigError
-from tpuestimator.faults import fault_point
-from tpuestimator.hooks.base import as_hook
-from tpuestimator.hooks.stopping import EarlyStoppingHook, improved, read_state
-from tpuestimator.io import atomic_write_json
+from tpuestimator.system.faults import fault_point
+from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

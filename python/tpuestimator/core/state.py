@@ -146,7 +146,7 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
         keras.mixed_precision.set_global_policy(previous_policy)
     # Keras keeps the state of its layers' random seed generators (Dropout, ...) out of the
     # model's checkpoint: tracked here, a resumed run draws the dropout masks an uninterrupted
-    # run would (exact resume, tpuestimator.input_position).
+    # run would (exact resume, tpuestimator.core.input_position).
     checkpoint = tf.train.Checkpoint(model=spec.model, optimizer=optimizer, step=step,
                                      random_state=random_state_variables(spec.model))
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max, step_counter=step)

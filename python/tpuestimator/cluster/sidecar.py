@@ -25,13 +25,13 @@ import os
 import time
 from pathlib import Path
 
-from tpuestimator.checkpointing import checkpoint_path_step
-from tpuestimator.cluster_task import tf_config_task
 from tpuestimator.config import JobConfig, load_config
-from tpuestimator.from_config import build_estimator, input_fn_for
-from tpuestimator.io import atomic_write_json
+from tpuestimator.core.checkpointing import checkpoint_path_step
+from tpuestimator.core.cluster_task import tf_config_task
+from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.runs import naming
 from tpuestimator.runs.query import read_properties, run_status
+from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

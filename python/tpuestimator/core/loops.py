@@ -3,14 +3,14 @@
 Each loop is one `tf.function` over `tf.range(n)` with `n` passed as a tensor, so changing
 the number of steps (the last, shorter loop) never retraces. The host wakes only between
 loops; checkpoints, logging, hooks and evaluation live in the outer loop
-(`tpuestimator.controller`). Every function here is built with `tracing.device_function`, so
+(`tpuestimator.core.controller`). Every function here is built with `tracing.device_function`, so
 building them again for the next Estimator in the same process does not warn of retracing.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tpuestimator.tracing import device_function
+from tpuestimator.core.tracing import device_function
 
 
 def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, per_step=None):

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.serving import (
+from tpuestimator.serving.exports import (
     EXAMPLES_SIGNATURE,
     EXPORT_META,
     FEATURES_SIGNATURE,

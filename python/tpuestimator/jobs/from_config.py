@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig
+from tpuestimator.core.estimator import Estimator, RunConfig
 from tpuestimator.errors import ConfigError
-from tpuestimator.estimator import Estimator, RunConfig
 
 
 def model_params(cfg: JobConfig) -> dict:

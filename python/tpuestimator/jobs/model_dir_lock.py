@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuestimator.errors import TPUEstimatorError
-from tpuestimator.processes import process_alive
+from tpuestimator.system.processes import process_alive
 
 logger = logging.getLogger(__name__)
 

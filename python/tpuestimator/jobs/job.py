@@ -17,34 +17,35 @@ from typing import Any
 
 import yaml
 
-from tpuestimator import checkpointing, data
-from tpuestimator.checkpointing import CheckpointMismatchError
-from tpuestimator.cluster_task import remove_scratch, scratch_dir, task_role
+from tpuestimator import data
 from tpuestimator.config import JobConfig, dump_config, load_config
+from tpuestimator.core import checkpointing
+from tpuestimator.core.checkpointing import CheckpointMismatchError
+from tpuestimator.core.cluster_task import remove_scratch, scratch_dir, task_role
+from tpuestimator.core.devices import sync_workers
+from tpuestimator.core.hooks import HookList
+from tpuestimator.core.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
-from tpuestimator.devices import sync_workers
-from tpuestimator.diskspace import disk_full_error, is_disk_full, translate_disk_full
 from tpuestimator.errors import DiskFullError
-from tpuestimator.from_config import build_estimator, input_fn_for, model_params
-from tpuestimator.hooks.base import HookList
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
-from tpuestimator.interrupts import StopOnSignal, TrainingInterrupted
-from tpuestimator.io import atomic_write_text
-from tpuestimator.leftovers import remove_stale_temporaries
-from tpuestimator.logcapture import capture_log
-from tpuestimator.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
-from tpuestimator.model_dir_lock import model_dir_lock
-from tpuestimator.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
-from tpuestimator.preflight import check_job
+from tpuestimator.jobs.from_config import build_estimator, input_fn_for, model_params
+from tpuestimator.jobs.interrupts import StopOnSignal, TrainingInterrupted
+from tpuestimator.jobs.leftovers import remove_stale_temporaries
+from tpuestimator.jobs.logcapture import capture_log
+from tpuestimator.jobs.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
+from tpuestimator.jobs.model_dir_lock import model_dir_lock
+from tpuestimator.jobs.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
+from tpuestimator.jobs.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
-from tpuestimator.serving import data_serving_inputs, predict, write_export_metadata
-from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+from tpuestimator.serving.exports import data_serving_inputs, predict, write_export_metadata
+from tpuestimator.system.diskspace import disk_full_error, is_disk_full, translate_disk_full
+from tpuestimator.system.io import atomic_write_text
 
-# `tpuestimator.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
+# `tpuestimator.jobs.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
 # tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
 # (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
 # (from_config.py) under their old names here.
@@ -100,7 +101,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       overrides: ``key.sub=value`` strings (`--set`).
       model_dir: checkpoint folder; default `run.model_dir`, else ``models/<name>`` (inside
         tfruns's run, `run_dir`: ``<runs>/.models/<run>``). A rerun with the same settings
-        resumes from its latest checkpoint; other settings fail (`tpuestimator.modeldir`).
+        resumes from its latest checkpoint; other settings fail (`tpuestimator.jobs.modeldir`).
       runs_dir: where the run record goes; default `run.runs_dir` (``runs``).
       run_dir: an existing run folder to record into (tfruns's active run, from R).
       record: False to skip the run record.
@@ -109,10 +110,10 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
       progress: `progress(event, info)` called at begin/loop/eval/end.
       export: False to skip the exporters.
       resume: continue from the model dir's checkpoint even if it was trained with other
-        settings (see `tpuestimator.modeldir.check_model_dir`).
+        settings (see `tpuestimator.jobs.modeldir.check_model_dir`).
       handle_signals: install SIGTERM/SIGINT handlers for the job (main thread only): the
         first signal finishes the loop, saves a checkpoint and raises `TrainingInterrupted`
-        (`tpuestimator.interrupts`). The CLI sets it; library callers and R keep their own
+        (`tpuestimator.jobs.interrupts`). The CLI sets it; library callers and R keep their own
         handlers by default.
 
     Returns:
@@ -120,7 +121,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
 
     Raises:
       ModelDirLockedError: another job trains (or evaluates) in `model_dir`
-        (`tpuestimator.model_dir_lock`).
+        (`tpuestimator.jobs.model_dir_lock`).
       TrainingInterrupted: stopped by SIGTERM/SIGINT; the run record is marked interrupted.
     """
 
