@@ -3,16 +3,11 @@
 # code paths never reach Python: test-parity.R checks the bridge, test-runs-columns.R the
 # columns shared with Python's reader; here the values themselves are checked.
 
-fixture_runs <- function() {
-  folder <- fixture_path("runs", "runs")
-  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
-  folder
-}
-
 utc <- function(seconds) as.POSIXct(seconds, origin = "1970-01-01", tz = "UTC")
 
 test_that("ls_runs() reads each fixture run's values and types from its files", {
-  runs <- fixture_runs()
+  runs <- fixture_path("runs", "runs")
+  skip_if_not(dir.exists(runs), "tests/fixtures/runs not found")
   df <- ls_runs(runs, order = "run_dir", decreasing = FALSE)
   expect_s3_class(df, "tpu_runs_df")
   expect_identical(basename(df$run_dir), c("2026-11-29T10-00-00Z", "2026-11-29T10-01-00Z", "2026-11-29T10-02-00Z",
@@ -77,7 +72,8 @@ test_that("ls_runs() reads each fixture run's values and types from its files", 
 })
 
 test_that("ls_runs() orders, subsets and keeps the latest runs as asked", {
-  runs <- fixture_runs()
+  runs <- fixture_path("runs", "runs")
+  skip_if_not(dir.exists(runs), "tests/fixtures/runs not found")
   best <- ls_runs(runs, order = "eval_loss", decreasing = FALSE)
   expect_identical(basename(best$run_dir[1:3]), c("2026-11-29T10-04-00Z", "2026-11-29T10-00-00Z",
                                                   "2026-11-29T10-05-00Z"))
@@ -90,7 +86,8 @@ test_that("ls_runs() orders, subsets and keeps the latest runs as asked", {
 })
 
 test_that("run_info() and latest_run() read one run: history, flags, times, error", {
-  runs <- fixture_runs()
+  runs <- fixture_path("runs", "runs")
+  skip_if_not(dir.exists(runs), "tests/fixtures/runs not found")
   run <- run_info(file.path(runs, "2026-11-29T10-00-00Z"))
   expect_s3_class(run, "tpu_run")
   expect_identical(basename(run$run_dir), "2026-11-29T10-00-00Z")
