@@ -32,7 +32,7 @@ def assert_job_log(text: str, model_dir: str, metrics: dict) -> None:
                 rf"\| accuracy: {fmt('val_accuracy', row)} \| num_examples: 24")
 
     def saved(step):
-        return rf"INFO tpuestimator\.checkpointing: saved checkpoint {re.escape(model_dir)}/ckpt-{step}"
+        return rf"INFO tpuestimator\.core\.checkpointing: saved checkpoint {re.escape(model_dir)}/ckpt-{step}"
 
     expected = [train(10), train(20, fmt("loss", 0), fmt("accuracy", 0)), saved(20), evaluation(20, 0),
                 train(30), train(40, fmt("loss", 1), fmt("accuracy", 1)), saved(40), evaluation(40, 1)]
