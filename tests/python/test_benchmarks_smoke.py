@@ -29,6 +29,7 @@ SCRIPTS = {
     "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
     "bench_teardown.py": ("teardown", ["tensorflow", "workaround"]),
     "bench_hooks.py": ("hooks", ["configs", "direct"]),
+    "bench_resume.py": ("resume", ["resume"]),
 }
 # The scripts with their own output, each smoke-run by its own test below.
 OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.py", "run_all.py", "gpu/run_gpu.sh")

@@ -152,10 +152,10 @@ def test_sharding_off_unseeds_the_shuffle_so_workers_differ():
     would give every worker the same batches; the unseeded one draws its seeds at run time."""
     import tensorflow as tf
 
-    from tpuestimator.data.pipeline import window_shuffle
+    from tpuestimator.data.epochs import shuffled_batches
 
     def first_batches(seed):
-        ds = window_shuffle(tf.data.Dataset.range(64).batch(16).repeat(), 32, 8, seed)
+        ds = shuffled_batches(lambda epoch: tf.data.Dataset.range(64).batch(16), window=32, batch_size=8, seed=seed)
         return [batch.numpy().tolist() for batch in ds.take(4)]
 
     assert first_batches(7) == first_batches(7)

@@ -290,8 +290,8 @@ def test_an_export_with_only_the_features_signature_reads_records_with_the_data_
     decoded by the data layer, images by `decode_image_files`; the same predictions."""
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
-    from tpuestimator.serving import write_export_metadata
     from tpuestimator.serving.batch_predict import ExportPredictor
+    from tpuestimator.serving.exports import write_export_metadata
     from tpuestimator.spec import Mode
 
     cfg = load_job_config(digits["result"].model_dir)

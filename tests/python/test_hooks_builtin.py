@@ -79,7 +79,7 @@ def test_host_call_hook_writes_every_step_and_costs_nothing_when_off(tmp_path, r
     assert est.num_replicas == replicas
     loop_logs = []
     est.train(array_input_fn(x, y), max_steps=5, hooks=[lambda e, i: loop_logs.append(i) if e == "after_loop" else None])
-    assert est._per_step_loop is None  # no HostCallHook: the default loop, no buffers
+    assert est.trainer.per_step_buffers is None  # no HostCallHook: the default loop, no buffers
     calls = []
     hook = HostCallHook(str(tmp_path / "logs"), fn=lambda step, values: calls.append((step, values)),
                         keep_history=True)

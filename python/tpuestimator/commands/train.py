@@ -42,7 +42,7 @@ def run(args) -> int:
     from tpuestimator.models import resolve_model_fn
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
-    resolve_model_fn(cfg.model)  # so does a model function that cannot be imported
+    model_fn = resolve_model_fn(cfg.model)  # so does one that cannot be imported; resolved once, passed on
     role = task_duty(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
     if role == "server":
         info = serve()
@@ -61,7 +61,7 @@ def run(args) -> int:
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
     result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
-                     export=not args.no_export, hooks=[bar], resume=args.resume,
+                     export=not args.no_export, hooks=[bar], resume=args.resume, model_fn=model_fn,
                      handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
     bar.close()
     print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))

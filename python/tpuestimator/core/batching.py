@@ -1,6 +1,6 @@
 """Evaluation and prediction input: every example exactly once, in static shapes.
 
-Used with several replicas or on a TPU (`Estimator._eval_input`); one replica on CPU or GPU
+Used with several replicas or on a TPU (`core.evaluator.Evaluator`); one replica on CPU or GPU
 reads the batches unpadded.
 
 Each per-replica batch (the last one possibly partial) is padded to the per-replica size
@@ -48,6 +48,26 @@ def pad_and_mask(ds, *, per_replica: int, replicas: int, steps: int | None):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def batch_axis_first(ds, batch_axes):
+    """`(features, labels)` batches with each feature's batch moved to axis 0 (its client
+    layout): `batch_axes` maps feature name -> the axis its batch is on in `ds`
+    (`input_fn.batch_axes`, e.g. `{"image": 3}` under `data.transpose_input`). Padding and the
+    strategy's split act on axis 0, so a transposed input is brought back before them and the
+    replica step applies the input function's `to_model_layout` on the device."""
+    import tensorflow as tf
+
+    def move(x, axis):
+        perm = [axis] + [i for i in range(len(x.shape)) if i != axis]
+        return tf.transpose(x, perm)
+
+    def relayout(*element):
+        features, labels = split_element(element if len(element) > 1 else element[0])
+        features = {k: move(v, batch_axes[k]) if batch_axes.get(k) else v for k, v in features.items()}
+        return (features,) if labels is None else (features, labels)
+
+    return ds.map(relayout, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def worker_share(ds, *, worker: int, workers: int, per_replica: int):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import time
 
 from tpuestimator.errors import NonFiniteError
 from tpuestimator.system.faults import fault_point
@@ -94,73 +93,93 @@ def check_finite(state, step: int, logs: dict, weights_finite: bool) -> None:
         step=step, what=what, last_good_checkpoint=latest, loop_start=loop_start, loss=logs["loss"])
 
 
-class TrainController:
-    """Runs device loops from the current global step to `target` for one `Estimator.train`."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainResult:
+    """What one `TrainController.run` ended with.
 
-    def __init__(self, estimator, hooks, cadence: Cadence):
-        self.estimator = estimator
+    Attributes:
+      step: the global step it reached.
+      logs: the last loop's logs ({} when no loop ran).
+      stop_requested: a hook asked to stop (`Hook.stop_training`).
+    """
+
+    step: int
+    logs: dict
+    stop_requested: bool
+
+
+class TrainController:
+    """Runs device loops from the current global step to `target` for one `Estimator.train`.
+
+    Args:
+      trainer: the `tpuestimator.core.trainer.Trainer` (input and device loops).
+      hooks: a `HookList`.
+      cadence: the `Cadence`.
+      save_checkpoint: `() -> path`, writes a checkpoint at the current step.
+      sync_checkpoints: `() -> None`, waits for an asynchronous checkpoint write.
+      info: what `Hook.begin` receives besides `max_steps` (model_dir, num_replicas, ...).
+
+    The controller writes only its own fields: what the loops produced comes back from the
+    trainer as `LoopOutput`s, what the hooks want as their declared flags, and `run` returns a
+    `TrainResult`.
+    """
+
+    def __init__(self, *, trainer, hooks, cadence: Cadence, save_checkpoint, sync_checkpoints,
+                 nan_sentinel: bool, async_checkpoint: bool, global_batch_size: int, info: dict):
+        self.trainer = trainer
         self.hooks = hooks
         self.cadence = cadence
+        self.save_checkpoint = save_checkpoint
+        self.sync_checkpoints = sync_checkpoints
+        self.nan_sentinel = nan_sentinel
+        self.async_checkpoint = async_checkpoint
+        self.global_batch_size = global_batch_size
+        self.info = info
 
-    def run(self, target: int | None, *, save_final_checkpoint: bool = True) -> dict:
-        """Trains until `target` (None: until the input ends or a hook stops); returns the last logs."""
-        import tensorflow as tf
-
-        est, hooks, cadence = self.estimator, self.hooks, self.cadence
-        state, train_input = est.state, est.train_input
-        sentinel = est.config.nan_sentinel
-        read_loop = est.loop_reader()
-        per_step = est.per_step_loop() if hooks.wants_per_step_values else None
-        est.per_step_values = {}
+    def run(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
+        """Trains until `target` (None: until the input ends or a hook stops)."""
+        trainer, hooks, cadence = self.trainer, self.hooks, self.cadence
+        state = trainer.state
+        per_step = hooks.wants_per_step_values
         start = step = last_saved = state.step
-        hooks.begin(start, {"max_steps": target, "model_dir": est.model_dir, "num_replicas": est.num_replicas,
-                            "global_batch_size": est.config.train_batch_size})
+        hooks.begin(start, {"max_steps": target, **self.info})
         logs: dict = {}
-        # The loop's metrics start from zero; `read_loop` resets them as it reads them after each loop.
-        for metric in state.train_metrics.values():
-            metric.reset_state()
+        trainer.reset_metrics()
         try:
             while target is None or step < target:
                 n = cadence.loop_size(step, target, hooks)
                 hooks.before_loop(step)
-                loop = train_input.loop if per_step is None else per_step[0]  # a hook may swap the loop
-                t0 = time.perf_counter()
-                ran = int(loop(train_input.iterator, tf.constant(n, tf.int64)))
-                elapsed = time.perf_counter() - t0
-                step += ran
-                if ran == 0:
+                out = trainer.run_loop(n, per_step=per_step)
+                step += out.steps
+                if out.steps == 0:
                     break
-                if per_step is not None:
-                    est.per_step_values = {name: buf.numpy()[:ran] for name, buf in per_step[1].items()}
-                results = {key: value.numpy() for key, value in read_loop().items()}
-                logs = self._logs(results, ran, elapsed)
-                if sentinel:
-                    check_finite(state, step, logs, bool(results["__all_finite__"]))
-                est.last_train_logs = logs
+                logs = self._logs(out)
+                if self.nan_sentinel:
+                    check_finite(state, step, logs, bool(out.results["__all_finite__"]))
                 hooks.after_loop(step, logs)
                 fault_point("after_loop", step)
                 if cadence.checkpoint_due(step, last_saved):
-                    est.save_checkpoint()
+                    self.save_checkpoint()
                     last_saved = step
-                    if not est.config.async_checkpoint:
+                    if not self.async_checkpoint:
                         fault_point("after_checkpoint", step)
-                if ran < n or est.stop_training:  # the one stop flag (hooks set it)
+                if out.steps < n or hooks.stop_training:  # the input ended, or a hook asked to stop
                     break
             final_save = save_final_checkpoint and step != last_saved
             if final_save:
-                est.save_checkpoint()
-            est.sync_checkpoints()  # train() returns with its checkpoints on disk
+                self.save_checkpoint()
+            self.sync_checkpoints()  # train() returns with its checkpoints on disk
             if final_save:
                 fault_point("after_checkpoint", step)
         except BaseException as exc:
             hooks.on_exception(step, exc)
             raise
         hooks.end(step, logs)
-        return logs
+        return TrainResult(step=step, logs=logs, stop_requested=hooks.stop_training)
 
-    def _logs(self, results: dict, ran: int, elapsed: float) -> dict:
-        batch = self.estimator.config.train_batch_size
+    def _logs(self, out) -> dict:
+        results, ran, elapsed = out.results, out.steps, out.elapsed
         return {"loss": float(results["loss"]), "steps": ran,
                 "steps_per_sec": ran / elapsed if elapsed > 0 else float("inf"),
-                "examples_per_sec": ran * batch / elapsed if elapsed > 0 else float("inf"),
-                **{name: float(results[f"report/{name}"]) for name in self.estimator.state.report_names}}
+                "examples_per_sec": ran * self.global_batch_size / elapsed if elapsed > 0 else float("inf"),
+                **{name: float(results[f"report/{name}"]) for name in self.trainer.state.report_names}}

@@ -7,45 +7,33 @@ steps per device call, `steps` (incremental) versus `max_steps` (absolute), chec
 exactly once (the last partial batch is padded and masked, never dropped).
 
 The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
-`tpuestimator.core.state.TrainingState`), `Estimator.train_input` (the current training input and
-its device loop). The outer training loop is `tpuestimator.core.controller`, the device loops
-`tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
-`tpuestimator.core.batching`.
-
-Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
-`predict` and `export_saved_model` are the user documentation; the work is in the modules
-above.
+`tpuestimator.core.state.TrainingState`), `Estimator.trainer` (the training input and its
+device loops, `tpuestimator.core.trainer`), `Estimator.evaluator` (evaluation and prediction,
+`tpuestimator.core.evaluator`). The outer training loop is `tpuestimator.core.controller`,
+the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`,
+the eval/predict padding `tpuestimator.core.batching`, the export's signatures
+`tpuestimator.core.signatures`.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tpuestimator.core import checkpointing
 from tpuestimator.core import steps as replica_steps
-from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
+from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.controller import Cadence, TrainController
 from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
+from tpuestimator.core.evaluator import Evaluator
 from tpuestimator.core.hooks import HookList
-from tpuestimator.core.input_position import train_dataset
-from tpuestimator.core.loops import (
-    make_eval_loop,
-    make_loop_reader,
-    make_predict_step,
-    make_scheduled_train_loop,
-    make_train_loop,
-)
 from tpuestimator.core.run_config import RunConfig
-from tpuestimator.core.signatures import serving_module
+from tpuestimator.core.signatures import serving_module, write_saved_model
 from tpuestimator.core.state import TrainingState, build_state
+from tpuestimator.core.trainer import Trainer, TrainInput
 from tpuestimator.errors import ConfigError
 from tpuestimator.models import resolve_model_fn
 from tpuestimator.spec import Mode, ModelSpec, split_element
-from tpuestimator.system.faults import fault_point
 
 __all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
 
@@ -55,25 +43,6 @@ logger = logging.getLogger(__name__)
 _BATCH_FIELDS = {Mode.TRAIN: ("train_batch_size", "train.batch_size"),
                  Mode.EVAL: ("eval_batch_size", "eval.batch_size"),
                  Mode.PREDICT: ("predict_batch_size", "predict.batch_size")}
-
-
-@dataclasses.dataclass
-class TrainInput:
-    """The training input of the current `train` calls and the device loop that reads it.
-
-    Attributes:
-      input_fn: the input function it came from (a new one builds a new TrainInput).
-      iterator: the (distributed) iterator; kept across `train` calls.
-      exhaustible: the dataset can end (finite, no `repeat`).
-      loop: the train loop `tf.function` (`Estimator.swap_train_loop` replaces it).
-      origin: the global step the input started from (the NaN/Inf replay restarts it there).
-    """
-
-    input_fn: Callable
-    iterator: Any
-    exhaustible: bool
-    loop: Callable
-    origin: int
 
 
 class Estimator:
@@ -87,12 +56,9 @@ class Estimator:
       strategy: an existing `tf.distribute.Strategy` (default: built from `config`).
 
     Attributes:
-      stop_training: the one stop flag: True once a hook asked training to stop (or set it
-        to stop after the current loop); `train` clears it when it starts.
+      stop_training: True when the last `train` call ended because a hook asked to stop
+        (`Hook.stop_training`); `train_and_evaluate` reads it.
       last_train_logs: the last device loop's logs.
-      per_step_values: {name: per-step values of the last loop} (only with a hook that
-        declares `wants_per_step_values`, e.g. `HostCallHook`).
-      steps_by_worker: `run.strategy: parameter_server`: {worker index: training steps it ran}.
     """
 
     def __init__(self, model_fn: Callable[[dict], ModelSpec] | str, config: RunConfig,
@@ -103,14 +69,10 @@ class Estimator:
         self._strategy = strategy
         self._device = None
         self._state: TrainingState | None = None
-        self._train_input: TrainInput | None = None
-        self._eval_fns: dict = {}  # "eval", "predict": device functions built once per Estimator
-        self._loop_reader_fn = None
-        self._per_step_loop = None  # (loop, buffers) for hooks wanting per-step values
+        self._trainer: Trainer | None = None
+        self._evaluator: Evaluator | None = None
         self.stop_training = False
         self.last_train_logs: dict = {}
-        self.per_step_values: dict = {}
-        self.steps_by_worker: dict = {}
 
     # ------------------------------------------------------------------ devices
     @property
@@ -169,7 +131,19 @@ class Estimator:
 
     @property
     def train_input(self) -> TrainInput | None:
-        return self._train_input
+        """The current training input and its device loop (None before `train`)."""
+        return self._trainer.train_input if self._trainer is not None else None
+
+    @property
+    def per_step_values(self) -> dict:
+        """{name: per-step values of the last loop} (only with a hook that declares
+        `wants_per_step_values`, e.g. `HostCallHook`)."""
+        return self._trainer.per_step_values if self._trainer is not None else {}
+
+    @property
+    def steps_by_worker(self) -> dict:
+        """`run.strategy: parameter_server`: {worker index: training steps it ran}."""
+        return self._trainer.steps_by_worker if self._trainer is not None else {}
 
     def global_batch(self, mode: Mode) -> tuple[int, str]:
         """(the mode's GLOBAL batch size, its config key for error messages)."""
@@ -248,65 +222,6 @@ class Estimator:
         return replica_steps.make_forward_backward(self.state, global_batch, precision=self.config.precision,
                                            jit_compile=self.config.jit_compile)
 
-    def _make_train_step(self, *, per_step_values: bool = False):
-        forward_backward = self.make_forward_backward(self.config.train_batch_size)
-        return replica_steps.make_train_step(self.state, forward_backward, per_step_values=per_step_values)
-
-    def _make_train_input(self, input_fn) -> TrainInput:
-        """Builds (or reuses, for the same input_fn) the distributed training iterator and loop."""
-        import tensorflow as tf
-
-        if self._train_input is not None and self._train_input.input_fn is input_fn:
-            return self._train_input
-        cardinalities = []
-        params = self.input_params(Mode.TRAIN)  # read eagerly: dataset_fn may be traced (parameter servers)
-
-        def dataset_fn(ctx):
-            # positioned at the current step: a resumed run reads the batches an uninterrupted one would
-            ds = train_dataset(input_fn, dict(params, input_context=ctx))
-            # static under parameter servers (traced for the workers): None, i.e. not known to end
-            cardinalities.append(tf.get_static_value(ds.cardinality()))
-            return ds
-
-        origin = self.state.step  # the NaN/Inf report replays the input from here
-        if is_parameter_server(self.strategy):
-            # Each worker builds its own copy of the input (the scheduled loop reads the copy of
-            # whichever worker runs it) and keeps every n-th batch from its worker index on: the
-            # copies are the same stream, so the workers share its batches without overlap (each
-            # worker decodes all of them). The input must repeat (train.max_steps ends it).
-            coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
-            workers = len(self.device_info.devices)
-
-            def worker_dataset_fn(ctx):
-                index = tf.distribute.coordinator.experimental_get_current_worker_index()
-                return dataset_fn(ctx).shard(workers, tf.cast(index, tf.int64))
-
-            iterator = iter(coordinator.create_per_worker_dataset(
-                lambda: self.strategy.distribute_datasets_from_function(worker_dataset_fn)))
-        elif self._input_on_host():
-            # One replica on the host CPU: a plain tf.data iterator, which is what the
-            # strategy would hand the replica anyway, minus its MultiDeviceIterator hop that
-            # costs ~0.3 ms of CPU per step and copies nothing (benchmarks/README.md).
-            iterator = iter(dataset_fn(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                                                  num_replicas_in_sync=1)))
-        else:
-            iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-        exhaustible = any(c is not None and c != tf.data.INFINITE_CARDINALITY for c in cardinalities)
-        loop = self._new_train_loop(exhaustible)
-        self._train_input = TrainInput(input_fn=input_fn, iterator=iterator, exhaustible=exhaustible, loop=loop,
-                                       origin=origin)
-        self._per_step_loop = None
-        return self._train_input
-
-    def _new_train_loop(self, exhaustible: bool):
-        """The train loop the strategy needs: one device call of n steps (`loops.make_train_loop`)
-        or, under parameter servers, n steps scheduled on the workers (`make_scheduled_train_loop`)."""
-        if is_parameter_server(self.strategy):
-            return make_scheduled_train_loop(self.strategy, self._make_train_step(), self.state.global_step,
-                                             steps_per_invocation=self.config.ps_steps_per_invocation,
-                                             steps_by_worker=self.steps_by_worker)
-        return make_train_loop(self.strategy, self._make_train_step(), self.state.global_step, exhaustible=exhaustible)
-
     def _input_on_host(self) -> bool:
         """True when the strategy is one replica on the host CPU (input needs no distributing),
         and for evaluation and prediction under parameter servers, which run on the coordinator."""
@@ -320,6 +235,16 @@ class Estimator:
         devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
         return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
 
+    @property
+    def trainer(self) -> Trainer:
+        """The `tpuestimator.core.trainer.Trainer`: the training input and its device loops."""
+        if self._trainer is None:
+            self._trainer = Trainer(strategy=self.strategy, state=self.state, config=self.config,
+                                    workers=len(self.device_info.devices),
+                                    input_params=lambda: self.input_params(Mode.TRAIN),
+                                    forward_backward=lambda: self.make_forward_backward(self.config.train_batch_size))
+        return self._trainer
+
     def swap_train_loop(self, loop=None):
         """Replaces the train loop's `tf.function` from the next loop on; returns the old one.
 
@@ -328,40 +253,7 @@ class Estimator:
         Pass the returned function back to restore the original (no retrace). Call it from a
         hook (`before_loop`/`after_loop`) while `train()` runs.
         """
-        current = self._train_input
-        old = current.loop
-        if loop is None:
-            loop = self._new_train_loop(current.exhaustible)
-        current.loop = loop
-        return old
-
-    def per_step_loop(self):
-        """(loop, buffers): a train loop that also records each step's mean loss and report
-        values into device-side variables of length `iterations_per_loop` (`HostCallHook`)."""
-        import tensorflow as tf
-
-        if is_parameter_server(self.strategy):
-            raise ConfigError("run.strategy", "parameter_server", "a strategy other than parameter_server for "
-                              "hooks that read per-step values (HostCallHook): workers run steps asynchronously")
-        if self._per_step_loop is None:
-            with self.strategy.scope():
-                buffers = {name: tf.Variable(tf.zeros([self.config.iterations_per_loop], tf.float32), trainable=False,
-                                             name=f"per_step_{name}", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                           for name in ("loss", *self.state.report_names)}
-            step_fn = self._make_train_step(per_step_values=True)
-            self._per_step_loop = (make_train_loop(self.strategy, step_fn, self.state.global_step,
-                                                   exhaustible=self._train_input.exhaustible, per_step=buffers),
-                                   buffers)
-        return self._per_step_loop
-
-    def loop_reader(self):
-        """The per-loop read of the train metrics (reset as they are read) and, with the
-        sentinel on, of the weights' finiteness: one device call, built once per Estimator."""
-        if self._loop_reader_fn is None:
-            state = self.state
-            self._loop_reader_fn = make_loop_reader(
-                state.train_metrics, state.sentinel_variables() if self.config.nan_sentinel else None)
-        return self._loop_reader_fn
+        return self.trainer.swap_loop(loop)
 
     def train(self, input_fn, steps: int | None = None, max_steps: int | None = None,
               hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> Estimator:
@@ -397,13 +289,19 @@ class Estimator:
             return self
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        self.stop_training = False
-        if hook_list.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
-            self.stop_training = True
+        self.stop_training = hook_list.stop_training
+        if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
             return self
-        self._make_train_input(input_fn)
-        TrainController(self, hook_list, Cadence.from_config(self.config)).run(
-            target, save_final_checkpoint=save_final_checkpoint)
+        self.trainer.use_input(input_fn, input_on_host=self._input_on_host())
+        controller = TrainController(
+            trainer=self.trainer, hooks=hook_list, cadence=Cadence.from_config(self.config),
+            save_checkpoint=self.save_checkpoint, sync_checkpoints=self.sync_checkpoints,
+            nan_sentinel=self.config.nan_sentinel, async_checkpoint=self.config.async_checkpoint,
+            global_batch_size=self.config.train_batch_size,
+            info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
+                  "global_batch_size": self.config.train_batch_size})
+        result = controller.run(target, save_final_checkpoint=save_final_checkpoint)
+        self.stop_training, self.last_train_logs = result.stop_requested, result.logs
         return self
 
     def save_checkpoint(self) -> str:
@@ -415,33 +313,14 @@ class Estimator:
         checkpointing.sync(self._state, asynchronous=self.config.async_checkpoint)
 
     # ------------------------------------------------------------------ eval / predict
-    def _eval_input(self, input_fn, mode: Mode, steps: int | None):
-        """The evaluation / prediction input, distributed.
-
-        With several replicas or on a TPU: padded, masked global batches of a static size
-        (`tpuestimator.core.batching`). One replica on CPU or GPU takes the batches as they come
-        (the last one shorter, no mask): every example is still seen exactly once, without
-        the padding stage that cost up to 30% of an evaluation of a small model. Several
-        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
-        every global batch (`batching.worker_share`); the metrics are all-reduced.
-        """
-        batch, field = self.global_batch(mode)
-        per_replica = self.per_replica_batch(batch, field)
-        if self.device_info.strategy_name == "multi_worker":
-            def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
-                ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=per_replica,
-                                  replicas=self.num_replicas, steps=steps)
-                return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
-                                    per_replica=per_replica)
-            return self.strategy.distribute_datasets_from_function(worker_input)
-        ds = input_fn(self.input_params(mode))
-        if self.num_replicas > 1 or self.device_info.kind == "tpu":
-            ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
-        elif steps is not None:
-            ds = ds.take(steps)
-        if self._input_on_host():
-            return ds  # one replica on the host CPU: nothing to distribute (see `_make_train_input`)
-        return self.strategy.experimental_distribute_dataset(ds)
+    @property
+    def evaluator(self) -> Evaluator:
+        """The `tpuestimator.core.evaluator.Evaluator`: the eval/predict input and device functions."""
+        if self._evaluator is None:
+            self._evaluator = Evaluator(strategy=self.strategy, state=self.state, device_info=self.device_info,
+                                        input_params=self.input_params, input_on_host=self._input_on_host(),
+                                        per_replica_batch=lambda mode: self.per_replica_batch(*self.global_batch(mode)))
+        return self._evaluator
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
                  checkpoint_path: str | None = None) -> dict:
@@ -456,47 +335,31 @@ class Estimator:
         Returns:
           dict of metric name -> float, plus `global_step` and `num_examples`.
         """
-        state = self.build(input_fn, Mode.EVAL)
+        self.build(input_fn, Mode.EVAL)
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
-        carry = self.num_replicas == 1
-        if "eval" not in self._eval_fns:
-            self._eval_fns["eval"] = make_eval_loop(
-                self.strategy, replica_steps.make_eval_step(state, carry_totals=carry), carry_totals=carry)
-        for metric in state.eval_metric_objects():
-            metric.reset_state()
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        loss, count = self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
-        if not carry:  # several replicas: the metrics hold the totals
-            loss, count = state.eval_loss.result(), state.eval_count.result()
-        results = {"loss": float(loss)}
-        for name, (metric, _) in state.eval_metrics.items():
-            value = metric.result()
-            results[name] = float(value) if getattr(value, "shape", ()) == () else value.numpy().tolist()
-        results["num_examples"] = int(count)
-        results["global_step"] = state.step
+        results = self.evaluator.evaluate(input_fn, steps)
         hook_list.after_eval(results["global_step"], results)
         logger.debug("eval at step %d: %s", results["global_step"], results)
         return results
 
     def predict(self, input_fn, *, yield_single_examples: bool = True) -> Iterator[dict]:
-        """Yields one dict of predictions per real example (padding removed).
+        """Yields one dict of predictions per real example (padding removed), in input order.
+
+        Under `multi_worker` every worker reads its share of each batch and the shares are
+        gathered: each worker yields ALL the predictions, in input order (every worker must
+        call `predict` with the same input, as for `evaluate`).
 
         With `class_names` in the model spec, each dict holds `class` (the class string),
         as TPUEstimator's flowers example predicted.
         """
         import numpy as np
 
-        state = self.build(input_fn, Mode.PREDICT)
-        spec = state.spec
-        if "predict" not in self._eval_fns:
-            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_steps.make_predict_step(state),
-                                                          mask_key=MASK_KEY)
-        step = self._eval_fns["predict"]
+        spec = self.build(input_fn, Mode.PREDICT).spec
         names = np.asarray(spec.class_names) if spec.class_names else None
-        for batch in self._eval_input(input_fn, Mode.PREDICT, None):
-            local = {k: v.numpy() for k, v in step(batch).items()}  # padding already removed
+        for local in self.evaluator.predict_batches(input_fn):
             if names is not None and "class_id" in local:
                 local["class"] = names[local["class_id"]]
             if yield_single_examples:
@@ -527,24 +390,10 @@ class Estimator:
         Returns:
           The export's path.
         """
-        import tensorflow as tf
-
-        from tpuestimator.system.diskspace import translate_disk_full
-        from tpuestimator.system.io import atomic_directory
-
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
                                "(or use tpuestimator.jobs.job.export_job(model_dir) to export from checkpoints).")
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
-        version = int(time.time()) if version is None else int(version)
-        while os.path.exists(os.path.join(export_dir_base, str(version))):
-            version += 1
-        final = os.path.join(export_dir_base, str(version))
-        module = self.serving_module(serving_inputs)
-        kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
-        with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
-            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
-            fault_point("in_export", self.state.step)
-        logger.info("exported SavedModel to %s", final)
-        return final
+        return write_saved_model(self.serving_module(serving_inputs), export_dir_base, version=version,
+                                 model_dir=self.model_dir, step=self.state.step)

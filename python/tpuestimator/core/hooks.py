@@ -3,9 +3,11 @@
 Hooks never run inside the device loop: the host wakes once per `iterations_per_loop`
 steps, so a hook costs nothing per step. `logs` holds the loop's device results (`loss`,
 anything the model function asked to `report`, `steps_per_sec`, `examples_per_sec`). A hook
-stops training by setting `self.stop_training = True` (a flag, never an exception), as
-Keras callbacks do: that sets THE stop flag, `estimator.stop_training`, which the training
-loop and `train_and_evaluate` read (Keras: `self.model.stop_training`).
+stops training by setting its own `self.stop_training = True` (a flag, never an exception),
+as Keras callbacks do (`self.model.stop_training`): the training loop reads the hooks' flags
+through `HookList.stop_training` after each loop, and `Estimator.train` reports the request
+in `Estimator.stop_training`, which `train_and_evaluate` reads. No hook writes another
+object's fields.
 
 Every capability the training loop uses is declared on `Hook` with a default, as Keras
 declares every callback method on `keras.callbacks.Callback`: a hook overrides what it
@@ -27,22 +29,12 @@ class Hook:
 
     Attributes:
       estimator: set by the Estimator before `begin`.
-      stop_training: set it to True to stop after the current loop (it sets
-        `estimator.stop_training`; reading it tells whether this hook asked).
+      stop_training: the hook's declared stop flag: set it to True to stop after the current
+        loop (the training loop reads it through `HookList.stop_training`).
     """
 
     estimator: Any = None
-    _stop_requested: bool = False
-
-    @property
-    def stop_training(self) -> bool:
-        return self._stop_requested
-
-    @stop_training.setter
-    def stop_training(self, value: bool) -> None:
-        self._stop_requested = bool(value)
-        if value and self.estimator is not None:
-            self.estimator.stop_training = True
+    stop_training: bool = False
     # True: train with the recording loop and fill `estimator.per_step_values` after each
     # loop (each step's mean loss and report values; `HostCallHook`). Costs device work.
     wants_per_step_values: bool = False

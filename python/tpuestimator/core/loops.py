@@ -125,15 +125,20 @@ def make_eval_loop(strategy, replica_step: Callable, *, carry_totals: bool = Fal
     return device_function(loop)
 
 
-def make_predict_step(strategy, replica_step: Callable, *, mask_key: str):
+def make_predict_step(strategy, replica_step: Callable, *, mask_key: str, every_worker: bool = False):
     """Returns `step(batch) -> {name: tensor}`: the replicas' results concatenated in order and
     the padding (`results[mask_key] == 0`) removed, in the same device call (the host only
-    converts the results to numpy)."""
+    converts the results to numpy). `every_worker` (multi-worker): the results of the replicas
+    of EVERY worker, gathered in replica order (`batching.worker_share` gives the workers
+    consecutive slices of each global batch, so that is the input order) on every worker."""
     import tensorflow as tf
 
     def step(batch):
         results = strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
-        local = {k: tf.concat(strategy.experimental_local_results(v), 0) for k, v in results.items()}
+        if every_worker:
+            local = {k: strategy.gather(v, axis=0) for k, v in results.items()}
+        else:
+            local = {k: tf.concat(strategy.experimental_local_results(v), 0) for k, v in results.items()}
         mask = local.pop(mask_key, None)
         if mask is None:  # unpadded batches
             return local

@@ -6,11 +6,19 @@ signatures a job adds (tf.Example records, image bytes) are built in `tpuestimat
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import model_inputs
+from tpuestimator.system.diskspace import translate_disk_full
+from tpuestimator.system.faults import fault_point
+from tpuestimator.system.io import atomic_directory
+
+logger = logging.getLogger(__name__)
 
 # The signatures of an export written by a job (TF Serving calls `serving_default` when a request
 # names none): serialized tf.Example records, raw JPEG/PNG bytes (image models), decoded features.
@@ -92,3 +100,24 @@ def _receiver_function(preprocess, predictions):
     def serve_receiver(raw):
         return predictions(dict(preprocess(raw)))
     return serve_receiver
+
+
+def write_saved_model(module, export_dir_base: str, *, version: int | None, model_dir: str, step: int) -> str:
+    """Saves `module` (a `serving_module`) with its signatures as `<export_dir_base>/<version>/`.
+
+    The version defaults to a timestamp in seconds (TF Serving serves the highest); a taken one
+    moves to the next free number. The folder appears atomically: a crash or a full disk
+    mid-export leaves nothing behind (`DiskFullError` says the checkpoints are unaffected).
+    """
+    import tensorflow as tf
+
+    version = int(time.time()) if version is None else int(version)
+    while os.path.exists(os.path.join(export_dir_base, str(version))):
+        version += 1
+    final = os.path.join(export_dir_base, str(version))
+    kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
+    with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
+        tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+        fault_point("in_export", step)
+    logger.info("exported SavedModel to %s", final)
+    return final

@@ -70,7 +70,7 @@ def make_train_step(state, forward_backward, *, per_step_values: bool = False):
     return replica_step
 
 
-def make_eval_step(state, *, carry_totals: bool = False):
+def make_eval_step(state, *, carry_totals: bool = False, to_model_layout=None):
     """The replica step of evaluation: masked loss, example count and the spec's metrics
     (padded batches carry `MASK_KEY`; unpadded ones count every example).
 
@@ -78,6 +78,9 @@ def make_eval_step(state, *, carry_totals: bool = False):
       carry_totals: return (loss sum, example count) of the batch for the loop to add up
         (one replica: two tensor additions instead of two metric updates per batch), instead
         of updating `state.eval_loss` and `state.eval_count`.
+      to_model_layout: None, or the input function's `features -> features` applied here, on
+        the device, to batches padded and split in the client layout
+        (`batching.batch_axis_first`: `data.transpose_input` with several replicas).
     """
     import tensorflow as tf
 
@@ -86,6 +89,8 @@ def make_eval_step(state, *, carry_totals: bool = False):
     def replica_step(*element):
         features, labels = split_element(element if len(element) > 1 else element[0])
         mask = features.pop(MASK_KEY, None)
+        if to_model_layout is not None:
+            features = to_model_layout(features)
         outputs = call_model(state, features, training=False)
         per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
         count = tf.reduce_sum(mask) if mask is not None else tf.cast(tf.shape(per_example)[0], tf.float32)
@@ -104,14 +109,17 @@ def make_eval_step(state, *, carry_totals: bool = False):
     return replica_step
 
 
-def make_predict_step(state):
+def make_predict_step(state, *, to_model_layout=None):
     """The replica step of prediction: the spec's predictions (or the raw outputs), with the
-    padding mask passed through when the batch has one."""
+    padding mask passed through when the batch has one (`to_model_layout`: as in
+    `make_eval_step`)."""
     spec = state.spec
 
     def replica_step(*element):
         features, _ = split_element(element if len(element) > 1 else element[0])
         mask = features.pop(MASK_KEY, None)
+        if to_model_layout is not None:
+            features = to_model_layout(features)
         outputs = call_model(state, features, training=False)
         preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
         if mask is not None:

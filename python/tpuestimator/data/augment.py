@@ -23,7 +23,7 @@ def scale_pixels(unit_images: tf.Tensor, scale: str) -> tf.Tensor:
     return unit_images
 
 
-# Keeps the augmentation's random streams apart from the window shuffle's (pipeline.window_shuffle),
+# Keeps the augmentation's random streams apart from the window shuffle's (data.epochs),
 # which is keyed by the same run seed.
 _AUGMENT_STREAM = 0x5EED
 

@@ -126,17 +126,28 @@ def _feature_error(section: Mapping[str, Any], path: str, index: int, feature: s
                      path=path, record=index, feature=feature)
 
 
+def batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None):
+    """`decode(serialized records)`: the eval decoder as a `tf.function` (`scan_file`)."""
+    return tf.function(make_batch_decoder(section, "eval" if mode == "train" else mode, num_classes=num_classes),
+                       reduce_retracing=True)
+
+
 def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
-              num_classes: int | None = None, decode: bool = True, batch: int = 256) -> DataError | None:
+              num_classes: int | None = None, decode: bool = True, batch: int = 256,
+              max_records: int | None = None, max_bytes: int | None = None,
+              corrupt_ok: bool = False, decoder=None) -> DataError | None:
     """Re-reads one file on the host and returns a `DataError` for its first bad record (or None).
 
     Checks, in order: the file is readable to the end (corruption), each record matches the
     record spec (features, dtypes, sizes), and, with `decode`, the records decode (images)
-    and pass the label range and `data.assertions`.
+    and pass the label range and `data.assertions`. `max_records` / `max_bytes` stop the read
+    after that many records / record bytes (the preflight scan's bound); `corrupt_ok`
+    (`data.on_corrupt: skip`) ends the scan at a corrupt record without an error. `decoder`:
+    one `batch_decoder(section, mode)` for many files (built, and traced, once).
     """
 
-    decoder = tf.function(make_batch_decoder(section, "eval" if mode == "train" else mode,
-                                             num_classes=num_classes)) if decode else None
+    if decoder is None and decode:
+        decoder = batch_decoder(section, mode, num_classes=num_classes)
     pending: list[tuple[int, bytes]] = []
 
     def flush() -> DataError | None:
@@ -154,9 +165,11 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
                 return _decode_error(section, path, idx, exc.message)
         return None
 
+    seen_bytes = 0
     for i, rec, err in iter_records(path):
         if err is not None:
-            return flush() or _corrupt_error(path, i, err)
+            return flush() or (None if corrupt_ok else _corrupt_error(path, i, err))
+        seen_bytes += len(rec)
         problem = check_example(section, tf.train.Example.FromString(rec), mode)
         if problem:
             return flush() or _feature_error(section, path, i, *problem)
@@ -166,6 +179,8 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
             if found:
                 return found
             pending.clear()
+        if max_records is not None and i + 1 >= max_records or max_bytes is not None and seen_bytes >= max_bytes:
+            break  # before reading the next record
     return flush()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from tpuestimator.core.input_position import SKIPS_ATTRIBUTE, batches_before_step
+from tpuestimator.data import epochs
 from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
@@ -128,7 +129,7 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     With `service_job` and `data.service` (`make_input_fn` names a job for training only)
     the pipeline is built here and run on the tf.data service's workers as that job: the
     service, not the input context, splits the data between training processes; with
-    `data.service_sharding: off` every worker runs it whole, so its window shuffle draws
+    `data.service_sharding: off` every worker runs it whole, so its window shuffle (`data.epochs`) draws
     its seeds at run time (each worker its own order).
     """
     train = mode == "train"
@@ -148,9 +149,6 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
                         "write at least %d shards to shard by file", len(files), n, n)
             record_shard = (n, i)
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if train and len(files) > 1:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     buffer = int(section["read_buffer_mb"]) * 1024 * 1024
     skip_corrupt = section.get("on_corrupt") == "skip"
     if skip_corrupt:
@@ -163,16 +161,32 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         return records.batch(_CHUNK)
 
     cycle = max(1, min(int(section["cycle_length"]), len(files)))
-    if any("://" in f for f in files):  # remote storage: parallel reads hide the latency
-        ds = ds.interleave(read, cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-                           deterministic=bool(section["deterministic"]))
-    else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
-        ds = ds.interleave(read, cycle_length=cycle, block_length=1)
-    if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
-        # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
-        ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
-    if section.get("cache"):
-        ds = ds.cache()
+
+    def chunks(names):  # the record chunks of these files, read in their order
+        if any("://" in f for f in files):  # remote storage: parallel reads hide the latency
+            ds = names.interleave(read, cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+                                  deterministic=bool(section["deterministic"]))
+        else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
+            ds = names.interleave(read, cycle_length=cycle, block_length=1)
+        if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
+            # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
+            ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
+        return ds
+
+    if train:  # epoch by epoch, each with its own file order (tpuestimator.data.epochs)
+        if section.get("cache"):  # the first epoch's records, in its order, replayed every epoch
+            cached = chunks(epochs.epoch_files(files, seed, 0)).cache()
+
+            def read_epoch(epoch):
+                return cached
+        else:
+            def read_epoch(epoch):
+                return chunks(epochs.epoch_files(files, seed, epoch))
+        ds = read_epoch(tf.constant(0, tf.int64))
+    else:
+        ds = chunks(tf.data.Dataset.from_tensor_slices(files))
+        if section.get("cache"):
+            ds = ds.cache()
 
     cache_decoded = bool(section.get("cache_decoded"))
     image_aug = make_image_augmenter(section) if train else None  # per image (JPEG/PNG formats)
@@ -186,10 +200,9 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         if cache_decoded:  # decode once, then shuffle / augment the decoded images every epoch
             ds = decoder.batches(ds.rebatch(DECODE_BATCH), DECODE_BATCH, drop_remainder=False, batched=True)
             ds = ds.unbatch().cache()
-            if train:
-                ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-                if skip_batches:  # decoded already: skipping costs the shuffle only
-                    ds = ds.skip(skip_batches * batch_size)
+            if train:  # decoded already: skipping costs the shuffle of the landing epoch only
+                ds = epochs.shuffled_records(ds, buffer=shuffle_buffer, seed=seed,
+                                             skip_records=skip_batches * batch_size)
             if image_aug is not None:
                 ds = ds.enumerate(start=skip_batches * batch_size).map(
                     lambda i, element: ({**element[0],
@@ -204,10 +217,10 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
             elif static is not None:
                 ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
-            if train:
-                ds = window_shuffle(ds.repeat(), shuffle_buffer, batch_size, None if unseeded else seed)
-                if skip_batches:  # batches of serialized records: skipped without parsing or decoding
-                    ds = ds.skip(skip_batches)
+            if train:  # batches of serialized records, positioned without parsing or decoding
+                ds = epochs.shuffled_batches(read_epoch, window=epochs.window_size(shuffle_buffer, batch_size),
+                                             batch_size=batch_size, seed=None if unseeded else seed,
+                                             skip_batches=skip_batches)
             else:
                 ds = ds.rebatch(batch_size, drop_remainder=False)
             ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
@@ -236,33 +249,6 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
-
-
-def window_shuffle(chunks: tf.data.Dataset, buffer: int, batch_size: int, seed: int | None) -> tf.data.Dataset:
-    """Shuffled batches of serialized records from an endless stream of record chunks (1-D string tensors).
-
-    Consecutive windows of `buffer` records (rounded up to a multiple of `batch_size`) are
-    each permuted uniformly (stateless, seeded by `seed` and the window index, so the order
-    is reproducible even with parallel calls) and cut into batches. Unlike a sliding
-    `Dataset.shuffle` buffer, whose per-record work runs on the single input thread, the
-    permutation is one vectorised op per window in a parallel map: measured 2.5x the
-    records/s of `shuffle(1024)` on 28x28 records (benchmarks/input_results.md). `seed=None`
-    draws each window's seed when it runs, so copies of the pipeline (tf.data service
-    workers with sharding off) each produce their own order.
-    """
-    window = max(1, -(-int(buffer) // batch_size)) * batch_size
-
-    def permute(index, block):
-        if seed is None:  # op seeds 0, 0: random at run time, not fixed when the graph is built
-            seed_t = tf.raw_ops.RandomUniformInt(shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
-                                                 maxval=tf.constant(2**62, tf.int64), seed=0, seed2=0)
-        else:
-            seed_t = tf.constant(int(seed), tf.int64)
-        return tf.random.experimental.stateless_shuffle(block, seed=tf.stack([seed_t, index]))
-
-    ds = chunks.rebatch(window, drop_remainder=True).enumerate()
-    ds = ds.map(permute, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.rebatch(batch_size, drop_remainder=True)
 
 
 def _check_not_empty(files: list[str], pattern) -> None:

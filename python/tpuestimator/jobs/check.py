@@ -98,6 +98,33 @@ def _static_shape_check(forward, features) -> CheckResult:
                        "tf.math.unsorted_segment_* instead of tf.unique)", op=op_type)
 
 
+def tf1_leftovers_check(model) -> CheckResult | None:
+    """TF1 APIs left in the model function's module (parsed, not imported), each with its
+    replacement from docs/MIGRATING.md; None for a built-in model or a module not found."""
+    import inspect
+
+    from tpuestimator.porting.tf1_leftovers import GUIDE, model_module_path, module_leftovers
+
+    path = model_module_path(model) if isinstance(model, str) else None
+    if callable(model):
+        try:
+            path = inspect.getsourcefile(model)
+        except TypeError:
+            path = None
+    if not path or path.startswith("<"):
+        return None
+    try:
+        found = module_leftovers(path)
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        return CheckResult("model module has no TF1 leftovers", False, f"cannot read {path}: {exc}", field="model")
+    if not found:
+        return CheckResult("model module has no TF1 leftovers", True, f"{path} uses TensorFlow 2 APIs only")
+    lines = "".join(f"\n    {leftover.message()}" for leftover in found)
+    return CheckResult("model module has no TF1 leftovers", False,
+                       f"{path} still uses {len(found)} TF1 API(s) that TensorFlow 2.21 lacks or that cannot run in "
+                       f"the Estimator's steps; replace each as {GUIDE} shows:{lines}", field="model")
+
+
 def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), num_cores: int = 8,
                  model_fn=None) -> CheckReport:
     """Runs every TPU-readiness check for a job config.
@@ -139,15 +166,30 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
         if not dynamic else "dynamic dimensions in " + ", ".join(f"{k} {v}" for k, v in dynamic.items())
         + ": batch with drop_remainder=True and give every feature a fixed shape", field="data"))
 
+    import shutil
     import tempfile
 
+    leftovers = tf1_leftovers_check(model_fn or cfg.model)
+    if leftovers is not None:
+        results.append(leftovers)
     scratch = tempfile.mkdtemp(prefix="tpuestimator-check-")
-    estimator = Estimator(model_fn or cfg.model, RunConfig(model_dir=scratch, strategy="cpu",
-                                                            train_batch_size=per_core, eval_batch_size=per_core,
-                                                            predict_batch_size=per_core, nan_sentinel=False,
-                                                            precision=cfg.run.precision),
-                          model_params(cfg))
-    estimator.build(train_fn, Mode.TRAIN, global_batch=per_core)
+    try:
+        estimator = Estimator(model_fn or cfg.model, RunConfig(model_dir=scratch, strategy="cpu",
+                                                                train_batch_size=per_core, eval_batch_size=per_core,
+                                                                predict_batch_size=per_core, nan_sentinel=False,
+                                                                precision=cfg.run.precision),
+                              model_params(cfg))
+        estimator.build(train_fn, Mode.TRAIN, global_batch=per_core)
+    except Exception as exc:
+        if leftovers is None or leftovers.ok:
+            raise
+        # A TF1 model module rarely imports or builds under TensorFlow 2: the leftovers say why.
+        shutil.rmtree(scratch, ignore_errors=True)
+        first = (str(exc).splitlines() or [""])[0][:300]
+        results.append(CheckResult("model function builds", False,
+                                   f"{type(exc).__name__}: {first} (port the TF1 leftovers above first)",
+                                   field="model"))
+        return CheckReport(results)
     spec = estimator.spec
     model = spec.model
     features, labels = split_element(next(iter(dataset.take(1))))
@@ -180,7 +222,5 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
                                        "output shapes (tf.unique, tf.boolean_mask, tf.where with one argument) do not "
                                        "run on TPUs; use fixed-size alternatives (masks, tf.math.unsorted_segment_*)",
                                        op=op or node))
-    import shutil
-
     shutil.rmtree(scratch, ignore_errors=True)
     return CheckReport(results)

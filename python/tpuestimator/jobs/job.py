@@ -84,8 +84,9 @@ class JobResult:
 
 
 def _as_config(config, overrides: Iterable[str]) -> JobConfig:
+    """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end)."""
     if isinstance(config, JobConfig):
-        return config.replace() if not overrides else load_config(config.to_dict(), overrides)
+        return config if not overrides else load_config(config.to_dict(), overrides)
     return load_config(config, overrides)
 
 

@@ -2,13 +2,16 @@
 
 Errors that used to arrive after TensorFlow start-up, a failed run record or even a trained
 checkpoint are found here first: the model function (imported when the Estimator is built),
-batch sizes that do not split over the replicas, and labels out of range in the train or
-eval data (read on the host, label feature only, `data.labels.check_labels`).
+batch sizes that do not split over the replicas, corrupt, truncated, empty or wrongly shaped
+files (the framing and first records of every train and eval file, bounded: `data.scan`), and
+labels out of range in the train or eval data (read on the host, label feature only,
+`data.labels.check_labels`).
 """
 from __future__ import annotations
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig
+from tpuestimator.data.scan import scan_files
 
 
 def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
@@ -25,4 +28,5 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
     section = cfg.section("data")
     num_classes = data.num_classes(section) or estimator.params.get("num_classes")
     for mode in ("train", "eval") if has_eval else ("train",):
+        scan_files(section, mode, num_classes=num_classes)
         data.check_labels(section, mode, num_classes=num_classes)

@@ -1,0 +1,97 @@
+"""Issue 19 item 8: a corrupt, truncated, empty or wrongly shaped training or eval file is found
+before the job writes anything (no model dir, no run record): the preflight scan reads the framing
+and the first records of EVERY file, and names the file and the record. Bounded per file."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tpuestimator.errors import DataError
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+IMAGE = {"height": 8, "width": 8, "channels": 1}
+# fixture -> (record named, feature named); in each the bad record comes after good ones
+BAD = {"corrupt": (5, None), "truncated": (7, None), "wrong_shape": (2, "image_raw"),
+       "missing_feature": (None, None)}
+
+
+def _config(tmp_path, train_dir, eval_file=FIX / "mnist_good.tfrecord"):
+    return {"name": "scan", "model": "linear", "params": {"learning_rate": 0.01},
+            "data": {"format": "mnist", "train": str(train_dir / "*.tfrecord"), "eval": str(eval_file),
+                     "image": IMAGE, "vocabulary": ["zero", "one", "two"]},
+            "train": {"batch_size": 4, "max_steps": 10_000, "iterations_per_loop": 10,
+                      "save_checkpoints_steps": 10},
+            "eval": {"batch_size": 4}, "export": {"enabled": False}}
+
+
+def _shards(tmp_path, bad: str) -> Path:
+    """Two good shards, then the bad one (the pipeline reaches it only after the good ones)."""
+    folder = tmp_path / "train"
+    folder.mkdir()
+    for name in ("a", "b"):
+        shutil.copy(FIX / "mnist_good.tfrecord", folder / f"{name}_good.tfrecord")
+    shutil.copy(FIX / f"{bad}.tfrecord", folder / f"z_{bad}.tfrecord")
+    return folder
+
+
+def _run(tmp_path, config):
+    from tpuestimator.jobs.job import run_job
+
+    return run_job(config, model_dir=str(tmp_path / "model"), runs_dir=str(tmp_path / "runs"), export=False)
+
+
+def _nothing_written(tmp_path):
+    assert not (tmp_path / "model").exists()
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+def test_a_bad_training_file_stops_the_job_before_it_writes_anything(tmp_path, bad):
+    folder = _shards(tmp_path, bad)
+    with pytest.raises(DataError) as info:
+        _run(tmp_path, _config(tmp_path, folder))
+    record, feature = BAD[bad]
+    assert info.value.path == str(folder / f"z_{bad}.tfrecord")
+    assert f"z_{bad}.tfrecord" in str(info.value)
+    if record is not None:
+        assert info.value.record == record and f"record {record}" in str(info.value)
+    if feature is not None:
+        assert info.value.feature == feature
+    _nothing_written(tmp_path)
+
+
+def test_a_bad_eval_file_stops_the_job_before_it_writes_anything(tmp_path):
+    folder = tmp_path / "train"
+    folder.mkdir()
+    shutil.copy(FIX / "mnist_good.tfrecord", folder / "good.tfrecord")
+    with pytest.raises(DataError, match=r"truncated\.tfrecord: record 7 is corrupt or truncated"):
+        _run(tmp_path, _config(tmp_path, folder, eval_file=FIX / "truncated.tfrecord"))
+    _nothing_written(tmp_path)
+
+
+def test_only_empty_training_files_stop_the_job_and_one_empty_shard_does_not_fail_the_scan(tmp_path):
+    from tpuestimator.data.scan import scan_files
+
+    folder = tmp_path / "train"
+    folder.mkdir()
+    shutil.copy(FIX / "empty.tfrecord", folder / "empty.tfrecord")
+    with pytest.raises(DataError, match="are empty") as info:
+        _run(tmp_path, _config(tmp_path, folder))
+    assert info.value.path == str(folder / "empty.tfrecord")
+    _nothing_written(tmp_path)
+    shutil.copy(FIX / "mnist_good.tfrecord", folder / "good.tfrecord")
+    assert scan_files(_config(tmp_path, folder)["data"], "train") == 2
+
+
+def test_the_scan_is_bounded_to_the_first_records_of_each_file(tmp_path):
+    """corrupt.tfrecord's flipped byte is in record 5: a scan of 5 records per file passes it
+    (the pipeline names it when it gets there); a scan of 6 finds it."""
+    from tpuestimator.data.scan import scan_files
+
+    section = _config(tmp_path, _shards(tmp_path, "corrupt"))["data"]
+    assert scan_files(section, "train", records=5) == 3
+    with pytest.raises(DataError, match="record 5 is corrupt"):
+        scan_files(section, "train", records=6)
+    assert scan_files(dict(section, on_corrupt="skip"), "train") == 3
