@@ -168,6 +168,10 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
     return(prediction_columns_to_df(py_to_r_json(res, simplify = FALSE)))
   }
   if (!is.null(out)) arg_error("out", out, "NULL unless `newdata` names files (TFRecord or images)")
+  if (is.data.frame(newdata) && !is.null(py_to_r_json(py_bridge()$table_export(target), simplify = FALSE))) {
+    levels <- if (inherits(run_or_export, "tpu_run")) run_or_export$table$levels else NULL
+    return(predict_table_df(target, newdata, levels))  # tables.R
+  }
   spec <- export_feature_spec(target)
   features <- as_py_features(newdata, spec)
   res <- with_python(py_bridge()$predict(target, features))

@@ -75,6 +75,29 @@
 #'   metrics and global step (`history` is read from the run record with
 #'   [ls_runs()]). A failing task stops the cluster with a `tpuestimator_error`
 #'   naming the task and its last log lines. See "Scaling out" in the README.
+#' @param data With a formula as `cfg`: the data frame its columns come from.
+#' @param label With a data frame as `cfg`: the column to predict.
+#' @param model With a data frame or formula: the canned model, `"linear"`,
+#'   `"dnn"` (default) or `"wide_and_deep"`, a classifier for a factor,
+#'   character, logical or integer label and a regressor for a numeric one.
+#'   Otherwise a model name that replaces the configuration's `model`.
+#' @param feature_columns With a data frame: per-column fields replacing the
+#'   inferred feature columns (see [tpu_feature_columns()]).
+#' @param missing With a data frame: a missing-value policy for every column
+#'   (`"mean"`, `"zero"`, `"oov"`) or a named list of them; without one, an NA in
+#'   a feature is an error naming the column and the rows.
+#' @param split With a data frame: the fraction of rows held out for evaluation.
+#' @param task With a data frame: `"classification"` or `"regression"` (default
+#'   inferred from the label).
+#' @section Tables:
+#' `tpu_train(mtcars, label = "mpg")` or `tpu_train(mpg ~ ., data = mtcars)`
+#' trains a canned model on a data frame: the rows are split (`split` held out
+#' for evaluation), the feature columns inferred from the training rows
+#' (numbers normalized, factors and character columns looked up in their
+#' vocabulary with an out-of-vocabulary bucket, logicals as ids), written with
+#' the records into `model_dir/data/manifest.json`, and the model exported so
+#' that [predict()] takes a data frame. Configuration overrides go in `...`
+#' (`train.max_steps = 500L`, `params.hidden_units = list(32L, 16L)`).
 #' @return A `tpu_run` object (a list): `run_dir`, `model_dir`, `export_dir`,
 #'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
 #'   per evaluation, with `step`), `global_step` and `config` (the resolved
@@ -116,12 +139,24 @@
 #' @export
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
                       verbose = getOption("tpuestimatorr.verbose", TRUE), ..., export = TRUE,
-                      progress = NULL, resume = FALSE, cluster = NULL) {
+                      progress = NULL, resume = FALSE, cluster = NULL, data = NULL, label = NULL,
+                      model = NULL, feature_columns = NULL, missing = NULL, split = 0.2, task = NULL) {
   verbose <- as_flag(verbose, "verbose")
   export <- as_flag(export, "export")
   resume <- as_flag(resume, "resume")
   progress <- as_nullable_function(progress, "progress")
   overrides <- overrides_from_dots(...)
+  if (inherits(cfg, "formula") || is.data.frame(cfg)) {  # a table (tables.R)
+    table <- if (inherits(cfg, "formula")) table_from_formula(cfg, data) else list(data = cfg, label = label)
+    if (is.null(table$label)) {
+      arg_error("label", NULL, "the name of the column to predict (or a formula such as mpg ~ . with data =)")
+    }
+    if (!is.null(model_fn)) arg_error("model_fn", model_fn, "NULL with a data frame: name a canned model in `model`")
+    return(train_table_run(table$data, table$label, model, feature_columns, missing, split, task, overrides,
+                           as_nullable_path(model_dir, "model_dir"), as_nullable_path(runs_dir, "runs_dir"),
+                           export, verbose, progress))
+  }
+  if (!is.null(model)) overrides <- c(overrides, paste0("model=", as_string(model, "model")))
   if (is.character(model_fn)) {
     overrides <- c(overrides, paste0("model=", as_string(model_fn, "model_fn")))
     model_fn <- NULL

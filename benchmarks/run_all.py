@@ -27,7 +27,9 @@ import common  # noqa: E402
 # present: bench_hooks.py with the `--smoke` / `--out` contract (common.standard_args),
 # bench_input.py with its own arguments (it writes input_results.md).
 SCRIPTS = {"loop": "bench_loop.py", "eval": "bench_eval.py", "checkpoint": "bench_checkpoint.py",
-           "startup": "bench_startup.py", "input": "bench_input.py", "hooks": "bench_hooks.py"}
+           "startup": "bench_startup.py", "input": "bench_input.py", "hooks": "bench_hooks.py",
+           "tables_speed": "bench_tables_speed.py", "tables_input": "bench_tables_input.py",
+           "tables_quality": "bench_tables_quality.py"}
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
 
@@ -148,6 +150,16 @@ def render(results: Path) -> str:
                 f"{1000 * sv['sync']['until_written_s']['median']:.1f} | "
                 f"{1000 * sv['async']['call_s']['median']:.1f} / {1000 * sv['async']['until_written_s']['median']:.1f} | "
                 f"{sv['sync']['checkpoint_bytes'] / 1e6:.2f} | {ac['works']} |")
+        lines.append("")
+    tables = [d for d in (_load(results, n) for n in ("tables_speed", "tables_input", "tables_quality")) if d]
+    if tables:
+        lines += ["### Tables (issue 21: canned models on tables; details in tables_quality_results.md)", "",
+                  "| ratio | measured | target | |", "|---|---|---|---|"]
+        for d in tables:
+            for key, stats in d["ratios"].items():
+                if "target" in stats:
+                    t, verdict = _target_cell(stats)
+                    lines.append(f"| {d['benchmark']} {key} | {_r(stats)} | {t} | {verdict} |")
         lines.append("")
     if st:
         lines += ["### Start-up (seconds from process start to the first completed 100-step loop)", "",

@@ -3,7 +3,9 @@
 - The CPU is split into 8 logical devices once per session (before TensorFlow starts), so
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
-  nothing is skipped silently in CI.
+  nothing is skipped silently in CI. That covers a whole file skipped while it is collected
+  (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
+  reports it as a skipped collection, not as skipped tests, so it is failed there too.
 - Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadfile`) each file's tests run
   together on one worker, so module-scoped fixtures (a trained model, the main job) run
   once; files with `slow` tests are handed out first, so the longest start at once on
@@ -44,6 +46,17 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1" and call.excinfo is not None:
         report.outcome = "failed"
         report.longrepr = f"skipped under TPUESTIMATOR_FORCE_TESTS=1 (skips are failures in CI): {call.excinfo.value}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1":
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid}: skipped while collected under TPUESTIMATOR_FORCE_TESTS=1 (skips are "
+                           f"failures in CI): {reason}")
 
 
 @pytest.fixture

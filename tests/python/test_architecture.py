@@ -160,7 +160,7 @@ LAYERS = (
     ("hooks",),  # the built-in hooks
     ("debug",),  # NaN reports, replay, dumps
     ("serving", "porting"),  # what is done with an export; the TPUEstimator adapters
-    ("jobs",),  # config -> results: train, evaluate, export, tune
+    ("jobs", "tables"),  # config -> results: train, evaluate, export, tune; tables in, canned models out
     ("cluster",),  # local clusters, Kubernetes, the side-car evaluator
     ("commands", "cli", "__main__"),  # the CLI
 )

@@ -54,3 +54,34 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   expect_identical(normalizePath(info$model_dir), normalizePath(file.path(work, "models", "r")))
   expect_equal(info$metrics$loss, r$metrics$loss, tolerance = 1e-6)
 })
+
+test_that("R and Python give the same final eval loss on the same table and config (tables/cars.csv)", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  python <- skip_if_no_python_exe()
+  work <- local_work_dir()
+  csv <- fixture_path("tables", "cars.csv")
+  script <- paste(
+    "import json, sys",
+    "from tpuestimator.tables import train_table",
+    "cfg = {'train': {'batch_size': 8, 'max_steps': 60, 'iterations_per_loop': 20, 'save_checkpoints_steps': 60},",
+    "       'eval': {'batch_size': 8}, 'export': {'enabled': False}}",
+    "r = train_table(sys.argv[1], label='mpg', model='wide_and_deep', missing='mean', out_dir=sys.argv[2],",
+    "                config=cfg)",
+    "print('RESULT ' + json.dumps({'loss': float(r.metrics['loss']), 'rmse': float(r.metrics['rmse'])}))",
+    sep = "\n"
+  )
+  out <- withr::with_envvar(c(TF_CPP_MIN_LOG_LEVEL = "2"),
+                            system2(python, c("-c", shQuote(script), shQuote(csv), shQuote(file.path(work, "py"))),
+                                    stdout = TRUE, stderr = TRUE))
+  line <- grep("^RESULT ", out, value = TRUE)
+  if (!length(line)) stop("Python train_table failed:\n", paste(utils::tail(out, 30), collapse = "\n"))
+  py <- jsonlite::fromJSON(sub("^RESULT ", "", line[[length(line)]]))
+  r <- quietly(tpu_train(utils::read.csv(csv), label = "mpg", model = "wide_and_deep", missing = "mean",
+                         train.batch_size = 8L, train.max_steps = 60L, train.iterations_per_loop = 20L,
+                         train.save_checkpoints_steps = 60L, eval.batch_size = 8L, export.enabled = FALSE,
+                         model_dir = file.path(work, "r"), verbose = FALSE))
+  expect_true(is.finite(r$metrics$loss))
+  expect_lt(abs(r$metrics$loss - py$loss), 1e-5)
+  expect_lt(abs(r$metrics$rmse - py$rmse), 1e-5)
+})

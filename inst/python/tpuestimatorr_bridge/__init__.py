@@ -252,3 +252,38 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
     return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
                        evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
                        export=bool(export), resume=bool(resume), on_line=on_line)
+
+
+def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = None):
+    """An R data frame (a pandas DataFrame through reticulate) with the columns whose NA reticulate
+    cannot carry (character and logical: R sends them as lists with None) put back."""
+    import pandas as pd
+
+    frame = frame.copy()
+    for name, values in (na_columns or {}).items():
+        frame[name] = pd.Series(list(values), dtype=object, index=frame.index)
+    return frame
+
+
+def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
+                split: float = 0.2, feature_columns: Mapping[str, Any] | None = None,
+                missing: Any = None, overrides: Sequence[str] = (), **job_kwargs: Any) -> Any:
+    """`tpuestimator.tables.train_table` from R (config overrides as `section.field=value` strings)."""
+    from tpuestimator.tables import train_table as _train_table
+
+    return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=float(split),
+                        feature_columns=feature_columns, missing=missing, overrides=list(overrides), **job_kwargs)
+
+
+def table_export(export_dir: str) -> dict | None:
+    """The table an export was trained on ({feature_columns, task, label}), None for other exports."""
+    from tpuestimator.serving import open_export
+
+    return open_export(export_dir).meta.get("table")
+
+
+def predict_table(export_dir: str, frame: Any) -> dict:
+    """Predictions for a data frame from a table model's export, as {column: list}."""
+    from tpuestimator.tables import predict_table as _predict_table
+
+    return {k: v.tolist() for k, v in _predict_table(export_dir, frame).items()}

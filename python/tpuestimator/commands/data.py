@@ -21,7 +21,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
                        description="Image folder (one subfolder per class, JPEG/PNG) -> the flowers example's format; "
                                    ".csv / .npz -> typed features.")
-    w.add_argument("source", help="image folder, .csv or .npz file")
+    w.add_argument("source", help="image folder, .npz file, or a table (.csv / .parquet with --label: feature "
+                   "columns inferred, see the README's Tables)")
     w.add_argument("out", help="output folder (shards + manifest.json)")
     w.add_argument("--split", default=None,
                    help="eval fraction (default 0.2; 0 = train only) or 'folder' for train/ and eval/ subfolders")
@@ -33,6 +34,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="declare a column's dtype (float32, int64, string) and shape (e.g. x:float32:4x4); repeat")
     w.add_argument("--image-size", default=None, metavar="HxW", help="resize folder images (re-encoded as JPEG)")
     w.add_argument("--format", choices=["mnist"], default=None, help="force the MNIST TFRecord format for a uint8 array")
+    w.add_argument("--task", choices=["classification", "regression"], default=None,
+                   help="a table's label: class ids or a number (default inferred from the label column)")
+    w.add_argument("--missing", action="append", default=[], metavar="[COLUMN=]POLICY",
+                   help="a table's missing-value policy (mean, zero, oov), for every column or one")
     w.add_argument("--overwrite", action="store_true", help="replace the records of an existing output folder")
     w.add_argument("--beam", action="store_true", help="run the conversion as an Apache Beam pipeline")
     w.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
@@ -132,6 +137,8 @@ def _write(args) -> int:
         except (ValueError, AssertionError):
             raise ConfigError("--image-size", args.image_size, "HEIGHTxWIDTH, e.g. 224x224") from None
     extra = list(args.beam_args)
+    if _is_table(args):
+        return _write_table(args, split)
     manifest = write_tfrecords(args.source, args.out, split=split, shards=args.shards, seed=args.seed,
                                label=args.label, vocabulary=vocab, features=_features(args.feature) or None,
                                image_size=size, format=args.format, overwrite=args.overwrite, beam=args.beam,
@@ -143,6 +150,44 @@ def _write(args) -> int:
     for split_name, info in manifest["splits"].items():
         classes = ", ".join(f"{c}={n}" for c, n in info["class_counts"].items())
         print(f"  {split_name}: {info['count']} records in {len(info['files'])} shard(s)  [{classes}]")
+    print(f"  manifest: {manifest['path']}  (use `data: {{manifest: {manifest['path']}}}` in a config)")
+    return 0
+
+
+def _is_table(args) -> bool:
+    """A .csv / .parquet with a label and no typed-feature declarations is a table."""
+    table_source = str(args.source).lower().endswith((".csv", ".parquet", ".pq"))
+    return table_source and bool(args.label) and not (args.feature or args.vocabulary or args.format or args.beam)
+
+
+def _write_table(args, split) -> int:
+    import os
+
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.models.feature_columns import table_summary
+    from tpuestimator.tables.write import write_table
+
+    if split == "folder":
+        raise ConfigError("--split", "folder", "an eval fraction such as 0.2 for a table")
+    missing: dict[str, str] | str | None = None
+    for item in args.missing:
+        if "=" in item:
+            column, _, policy = item.partition("=")
+            missing = {**(missing if isinstance(missing, dict) else {}), column: policy}
+        else:
+            missing = item
+    manifest = write_table(args.source, args.out, label=args.label, task=args.task,
+                           split=0.2 if split is None else split, seed=args.seed, shards=args.shards,
+                           missing=missing, overwrite=args.overwrite)
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    print(f"wrote a {manifest['task']} table (label {manifest['label']}) to {os.path.dirname(manifest['path'])}")
+    for split_name, info in manifest["splits"].items():
+        print(f"  {split_name}: {info['count']} records in {len(info['files'])} shard(s)")
+    print("  feature columns (edit them in the manifest, or override them in data.feature_columns):")
+    for line in table_summary(manifest["feature_columns"]).splitlines():
+        print(f"    {line}")
     print(f"  manifest: {manifest['path']}  (use `data: {{manifest: {manifest['path']}}}` in a config)")
     return 0
 

@@ -70,6 +70,11 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
     class_names = list(spec.class_names) if spec.class_names else None
     module = tf.Module()
     module.model = spec.model
+    # a preprocessing that owns lookup tables (a table's `TablePreprocessor.module`, a Keras layer)
+    # is tracked, so the export carries the tables its signatures use
+    tracked = getattr(spec.serving_preprocess, "module", spec.serving_preprocess)
+    if isinstance(tracked, tf.Module):
+        module.preprocessing = tracked
 
     def predictions(model_features):
         if to_model_layout is not None:

@@ -18,6 +18,8 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
 from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
 from tpuestimator.errors import DataError
+from tpuestimator.models.feature_columns import missing_default
+from tpuestimator.models.table_preprocessing import preprocessor_for
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +50,18 @@ def parse_spec(section: Mapping[str, Any], mode: str) -> dict[str, Any]:
     """The `tf.io.parse_example` feature spec of the records (label optional in predict)."""
     out = {}
     label = section.get("label")
+    columns = specs.feature_columns(section) or {}
     for name, spec in specs.record_features(section).items():
         if spec["kind"] == "label":
+            if specs.is_regression(section):
+                out[name] = tf.io.FixedLenFeature([], tf.float32, default_value=0.0 if mode == "predict" else None)
+                continue
             default = (section.get("label_offset", 0) - 1) if mode == "predict" else None
             out[name] = tf.io.FixedLenFeature([], tf.int64, default_value=default)
         else:
-            out[name] = tf.io.FixedLenFeature(spec["shape"], _DTYPES[spec["dtype"]])
+            # a table column with a missing-value policy: records leave a missing value out
+            default = missing_default(columns[name]) if name in columns else None
+            out[name] = tf.io.FixedLenFeature(spec["shape"], _DTYPES[spec["dtype"]], default_value=default)
     if label is None and mode != "predict":
         raise DataError("data.label is not set; with data.format 'features' name the int64 label feature "
                         "in data.label (labels are ids from 0; class names go in data.vocabulary).")
@@ -93,6 +101,12 @@ class BatchDecoder:
         self.img_scale = "unit" if (train and augmentation_active(section)) else self.image.get("scale", "unit")
         self.assertions = list(section.get("assertions") or [])
         self.features = specs.record_features(section, with_label=False)
+        columns = specs.feature_columns(section)
+        # a table: raw values -> the model's numbers, here on the host (string lookups cannot run on a TPU)
+        # (`TABLE_RAW` sections feed an export's signatures, which take the raw values)
+        self.table = preprocessor_for(columns) if columns and not section.get(specs.TABLE_RAW) else None
+        self.table_columns = bool(columns)
+        self.regression = specs.is_regression(section)
         self.encoded: dict[str, tuple[list[int], int]] = {}
         if self.fmt == "flowers":
             img = self.image
@@ -140,10 +154,14 @@ class BatchDecoder:
                     value = _raw_image(value, fspec["image_shape"], scale)
                 elif kind in ("jpeg", "png"):
                     value = scale_pixels(value, scale)
-                elif value.dtype == tf.int64:
+                elif value.dtype == tf.int64 and not self.table_columns:
                     value = tf.cast(value, tf.int32)
                 features[name] = value
-        if self.label_key and self.label_key in parsed:
+            if self.table is not None:
+                features = self.table(features)
+        if self.regression and self.label_key in parsed:
+            labels = parsed[self.label_key]
+        elif self.label_key and self.label_key in parsed:
             labels = tf.cast(parsed[self.label_key], tf.int32) - self.offset
             if self.num_classes is not None and self.mode != "predict":
                 labels = assert_label_range(labels, self.num_classes, self.offset)

@@ -55,7 +55,7 @@ def client_layout_input(data_section: Mapping[str, Any], files, *, mode: str, ba
       data_section: the training's `data` section.
       mode: "eval" or "predict" (one pass, no shuffle, no augmentation).
     """
-    section = dict(data_section, eval=files, transpose_input=False)
+    section = dict(data_section, eval=files, transpose_input=False, **{specs.TABLE_RAW: True})
     section.pop("train", None)  # the files replace the training's own data
     params = {"batch_size": batch_size, "mode": mode, "input_context": None, "seed": 0, "start_step": 0}
     if num_classes:

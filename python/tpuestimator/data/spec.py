@@ -26,6 +26,8 @@ FLOWERS_LABEL_KEY = "image/class/label"
 FLOWERS_TEXT_KEY = "image/class/text"
 
 MANIFEST_NAME = "manifest.json"
+# A data-section key: decode a table's raw values, not the model's numbers (for what feeds an export).
+TABLE_RAW = "_table_raw"
 MANIFEST_VERSION = 1
 
 # The data section's defaults: the schema's (`tpuestimator.config.DEFAULTS`).
@@ -81,6 +83,12 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
                 section[split] = _join(base, info["pattern"])
         if "num_classes" in manifest:
             section.setdefault("_num_classes", manifest["num_classes"])
+        if manifest.get("feature_columns"):
+            from tpuestimator.models.feature_columns import apply_overrides
+
+            section["feature_columns"] = apply_overrides(manifest["feature_columns"], section.get("feature_columns"))
+        if manifest.get("task"):
+            section.setdefault("task", manifest["task"])
         section["_resolved_manifest"] = True
     fmt = section.get("format")
     if fmt not in FORMATS:
@@ -140,8 +148,18 @@ def record_features(section: Mapping[str, Any], *, with_label: bool = True) -> d
                 spec["shape"] = list(spec.get("shape") or [])
             out[name] = spec
     if with_label and label:
-        out[label] = {"dtype": "int64", "shape": [], "kind": "label"}
+        out[label] = {"dtype": "float32" if is_regression(section) else "int64", "shape": [], "kind": "label"}
     return out
+
+
+def is_regression(section: Mapping[str, Any]) -> bool:
+    """True when the records' label is a number to predict (a table written with a regression label)."""
+    return section.get("task") == "regression"
+
+
+def feature_columns(section: Mapping[str, Any]) -> dict[str, dict] | None:
+    """The table's feature columns (`tpuestimator.models.feature_columns`), None for data that is no table."""
+    return dict(section.get("feature_columns") or {}) or None
 
 
 def _image_shape(section: Mapping[str, Any], name: str) -> list[int]:
@@ -159,6 +177,10 @@ def model_features(section: Mapping[str, Any]) -> dict[str, tuple[list[int], str
     if fmt in ("mnist", "flowers"):
         img = section["image"]
         return {"image": ([img["height"], img["width"], img["channels"]], "float32")}
+    if section.get("feature_columns"):
+        from tpuestimator.models.table_preprocessing import encoded_features
+
+        return encoded_features(section["feature_columns"])
     out = {}
     for name, spec in record_features(section, with_label=False).items():
         kind = spec["kind"]

@@ -283,7 +283,7 @@ def write_tfrecords(source: Any, out_dir: str | os.PathLike, *, labels: Sequence
 
         atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
         os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
-        _publish(tmp, out_dir, manifest_path)
+        publish_folder(tmp, out_dir, manifest_path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     manifest["path"] = manifest_path
@@ -313,7 +313,7 @@ def _manifest(plan: WritePlan, files: Mapping[str, list[str]], shards: int) -> d
                           source=plan.source)
 
 
-def _publish(tmp: str, out_dir: str, manifest_path: str) -> None:
+def publish_folder(tmp: str, out_dir: str, manifest_path: str) -> None:
     """Moves the finished shards into `out_dir`, the manifest last."""
     import json
 

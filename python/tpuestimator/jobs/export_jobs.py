@@ -32,6 +32,7 @@ from tpuestimator.serving.batch_predict import ExportPredictor, iter_labelled_ba
 from tpuestimator.serving.classification_metrics import ClassificationReport, StreamingClassificationMetrics
 from tpuestimator.serving.exports import is_export_dir
 from tpuestimator.serving.prediction_files import PredictionFileWriter, prediction_columns
+from tpuestimator.serving.regression_metrics import RegressionReport, StreamingRegressionMetrics, write_residual_png
 from tpuestimator.system.io import atomic_write_json
 
 __all__ = ["evaluate_export", "is_export_dir", "predict_columns", "predict_to_file"]
@@ -84,11 +85,18 @@ def evaluate_export(export_dir: str, *, data_pattern: str | list[str] | None = N
             props["global_step"] = predictor.meta["global_step"]
         recorder = RunRecorder.create(runs_dir or "runs", config=config, flags=flags, script=None,
                                       planned_evals=None, properties=props)
+    regression = (predictor.meta.get("table") or {}).get("task") == "regression"
     try:
-        report = _evaluate(predictor, data_pattern, batch_size, progress)
+        if regression:
+            report, points = _evaluate_regression(predictor, data_pattern, batch_size, progress)
+        else:
+            report = _evaluate(predictor, data_pattern, batch_size, progress)
         out = report.to_dict()
         if recorder is not None:
-            _record(recorder, report)
+            if regression:
+                _record_regression(recorder, report, points)
+            else:
+                _record(recorder, report)
             out["run_dir"] = str(recorder.run_dir)
     except BaseException as exc:
         if recorder is not None:
@@ -110,6 +118,28 @@ def _evaluate(predictor: ExportPredictor, data_pattern, batch_size: int, progres
     if metrics is None:
         raise ConfigError("--data", _as_text(data_pattern), "TFRecord files holding at least one example")
     return metrics.result()
+
+
+def _evaluate_regression(predictor: ExportPredictor, data_pattern, batch_size: int, progress):
+    metrics = StreamingRegressionMetrics()
+    for labels, outputs in iter_labelled_batches(predictor, data_pattern, batch_size=batch_size):
+        metrics.update(labels, outputs["prediction"])
+        if progress is not None:
+            progress(len(labels))
+    if metrics.n == 0:
+        raise ConfigError("--data", _as_text(data_pattern), "TFRecord files holding at least one example")
+    return metrics.result(), metrics.points
+
+
+def _record_regression(recorder: RunRecorder, report: RegressionReport, points) -> None:
+    recorder.set_properties(samples=report.num_examples)
+    recorder.write_evaluation(report.scalars())
+    with tempfile.TemporaryDirectory(prefix="tpue-eval-") as tmp:
+        tmp = Path(tmp)
+        write_residual_png(points, tmp / "residuals.png")
+        atomic_write_json(tmp / "evaluation_details.json", report.to_dict())
+        for name in ("residuals.png", "evaluation_details.json"):
+            recorder.add_artifact(tmp / name, name)
 
 
 def _as_text(value) -> str:

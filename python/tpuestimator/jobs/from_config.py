@@ -16,10 +16,18 @@ def model_params(cfg: JobConfig) -> dict:
     """The config's params plus what the data defines (num_classes, vocabulary, image)."""
     params = cfg.params
     section = cfg.section("data")
+    resolved = data.resolve_section(section) if section.get("manifest") or section.get("format") else {}
+    if resolved.get("feature_columns") and "feature_columns" not in params:
+        params["feature_columns"] = resolved["feature_columns"]  # a table: the canned models read its columns
+    if resolved.get("task"):
+        if params.get("task", resolved["task"]) != resolved["task"]:
+            raise ConfigError("params.task", params["task"], f"{resolved['task']}: the table's label is "
+                              f"{'a number' if resolved['task'] == 'regression' else 'a class'}")
+        params["task"] = resolved["task"]
     vocab = data.vocabulary(section)
     if vocab and "vocabulary" not in params:
         params["vocabulary"] = list(vocab)
-    if "num_classes" not in params:
+    if "num_classes" not in params and params.get("task") != "regression":
         n = data.num_classes(section)
         if n:
             params["num_classes"] = int(n)

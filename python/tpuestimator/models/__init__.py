@@ -13,7 +13,9 @@ from tpuestimator.errors import ConfigError
 BUILTIN = {
     "cnn": "tpuestimator.models.cnn:cnn",
     "image_classifier": "tpuestimator.models.image_classifier:image_classifier",
-    "linear": "tpuestimator.models.tabular:linear",
+    "dnn": "tpuestimator.models.canned:dnn",
+    "linear": "tpuestimator.models.canned:linear",
+    "wide_and_deep": "tpuestimator.models.canned:wide_and_deep",
     "mlp": "tpuestimator.models.tabular:mlp",
 }
 

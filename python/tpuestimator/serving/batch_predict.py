@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from tpuestimator.data.spec import TABLE_RAW
 from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.serving.exports import (
     EXAMPLES_SIGNATURE,
@@ -111,7 +112,7 @@ class ExportPredictor:
                               "section says how to read records); re-export it with `tpuestimator export`")
         # what is read here goes to the export's signatures, which take the client layout and
         # apply `data.transpose_input` themselves
-        section = dict(self.data_section, transpose_input=False)
+        section = dict(self.data_section, transpose_input=False, **{TABLE_RAW: True})
         key = "train" if mode == "train" else "eval"   # predict reads data.eval (data.spec.pattern_for)
         if pattern is not None:
             section[key] = pattern

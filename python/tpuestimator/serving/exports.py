@@ -64,6 +64,12 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
     meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
             "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
+    from tpuestimator.data.spec import resolve_section
+
+    section = resolve_section(cfg.section("data"))
+    if section.get("feature_columns"):  # a table: what its raw values are (predict_table, evaluate)
+        meta["table"] = {"feature_columns": section["feature_columns"], "task": section.get("task"),
+                         "label": section.get("label")}
     atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
 
 

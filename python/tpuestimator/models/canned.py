@@ -1,0 +1,214 @@
+"""Canned table models, each a classifier or a regressor by the data's task (the premade
+Estimators `LinearClassifier`/`LinearRegressor`, `DNNClassifier`/`DNNRegressor` and
+`DNNLinearCombinedClassifier`/`Regressor`):
+
+- `linear`: a weighted sum: one weight row per category of each non-numeric column (a one-hot
+  times a matrix, looked up as an embedding of width `outputs`) plus a dense layer on numerics.
+- `dnn`: the columns encoded (one-hot or embedding per column, numerics as they are) ->
+  `hidden_units` dense layers (ReLU, optional `batch_norm`, `dropout`) -> the head.
+- `wide_and_deep`: the linear model on the wide columns (`part: wide|both`: one-hots and
+  crosses) plus the dnn on the deep ones (`part: deep|both`: embeddings and numerics), their
+  outputs summed; each part trained by its own optimizer (`linear_optimizer`, default Ftrl, and
+  `optimizer`) as DNNLinearCombined did.
+
+The model receives the numbers of `models.table_preprocessing` (float32 numerics, int32 indices); the
+export's signatures take raw values (the preprocessing is its `serving_preprocess`). `linear`
+on data that is no table is the plain `tabular.linear`.
+"""
+from __future__ import annotations
+
+from tpuestimator.errors import ConfigError, ModelFnError
+from tpuestimator.models import tabular
+from tpuestimator.models.feature_columns import cardinality
+from tpuestimator.models.heads import head_spec, output_units
+
+
+def _columns(params: dict) -> dict[str, dict]:
+    columns = params.get("feature_columns")
+    if not columns:
+        raise ModelFnError("this model needs a table: write one with `tpuestimator data write table.csv --label y` "
+                           "(or tpuestimator.tables.write_table) and name its manifest in data.manifest.")
+    return columns
+
+
+def _inputs(params: dict):
+    import keras
+
+    columns = _columns(params)
+    return {name: keras.Input(shape=(), dtype="float32" if c["type"] == "numeric" else "int32", name=name)
+            for name, c in columns.items()}
+
+
+def _serving(params: dict) -> dict:
+    import tensorflow as tf
+
+    from tpuestimator.models.feature_columns import record_columns
+    from tpuestimator.models.table_preprocessing import preprocessor_for
+
+    columns = _columns(params)
+    inputs = {name: tf.TensorSpec([], tf.as_dtype(c["dtype"]), name=name)
+              for name, c in record_columns(columns).items()}
+    return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
+
+
+def _optimizer(params: dict, prefix: str = "", default: str = "adam", learning_rate: float = 0.01):
+    import keras
+
+    kind = params.get(f"{prefix}optimizer", default)
+    lr = float(params.get(f"{prefix}learning_rate", learning_rate))
+    makers = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "adagrad": keras.optimizers.Adagrad,
+              "ftrl": keras.optimizers.Ftrl, "rmsprop": keras.optimizers.RMSprop}
+    if kind not in makers:
+        raise ConfigError(f"params.{prefix}optimizer", kind, " | ".join(makers))
+    return makers[kind](learning_rate=lr)
+
+
+def _wide_logits(inputs, columns, units: int, names, name: str):
+    """The linear part: sum of per-category weight rows plus a dense layer on numerics."""
+    import keras
+
+    terms = []
+    numerics = [keras.ops.expand_dims(inputs[n], -1) for n in names if columns[n]["type"] == "numeric"]
+    if numerics:
+        x = numerics[0] if len(numerics) == 1 else keras.layers.Concatenate(name=f"{name}_numeric")(numerics)
+        terms.append(keras.layers.Dense(units, name=f"{name}_numeric_weights")(x))
+    for n in names:
+        if columns[n]["type"] != "numeric":
+            terms.append(keras.layers.Embedding(cardinality(columns[n]), units, embeddings_initializer="zeros",
+                                                name=f"{name}_{n}_weights")(inputs[n]))
+    if not terms:
+        raise ConfigError("data.feature_columns", sorted(columns), "at least one column in the model's part")
+    out = terms[0] if len(terms) == 1 else keras.layers.Add(name=f"{name}_sum")(terms)
+    if not numerics:  # the bias (the dense layer on numerics holds one otherwise)
+        out = _Bias(units, name=f"{name}_bias")(out)
+    return out
+
+
+def _Bias(units, name):
+    import keras
+
+    class Bias(keras.layers.Layer):
+        def build(self, input_shape):
+            self.bias = self.add_weight(shape=(units,), initializer="zeros", name="bias")
+
+        def call(self, x):
+            return x + self.bias
+
+    return Bias(name=name)
+
+
+def _deep_input(inputs, columns, names, name: str):
+    """The dnn part's input: numerics as they are, one-hots and embeddings, concatenated."""
+    import keras
+
+    parts = []
+    for n in names:
+        c = columns[n]
+        if c["type"] == "numeric":
+            parts.append(keras.ops.expand_dims(inputs[n], -1))
+        elif c.get("encoding") == "embedding":
+            parts.append(keras.layers.Embedding(cardinality(c), int(c["embedding_dim"]),
+                                                name=f"{name}_{n}_embedding")(inputs[n]))
+        else:
+            parts.append(keras.ops.one_hot(inputs[n], cardinality(c)))
+    if not parts:
+        raise ConfigError("data.feature_columns", sorted(columns), "at least one column in the dnn part")
+    return parts[0] if len(parts) == 1 else keras.layers.Concatenate(name=f"{name}_inputs")(parts)
+
+
+def _dnn_tower(x, params: dict, name: str):
+    import keras
+
+    hidden = params.get("hidden_units", [64, 32])
+    if not isinstance(hidden, list) or not all(isinstance(u, int) and u > 0 for u in hidden):
+        raise ConfigError("params.hidden_units", hidden, "a list of positive integers, e.g. [64, 32]")
+    dropout = float(params.get("dropout", 0.0) or 0.0)
+    for i, units in enumerate(hidden):
+        x = keras.layers.Dense(units, name=f"{name}_hidden_{i}")(x)
+        if params.get("batch_norm", False):
+            x = keras.layers.BatchNormalization(name=f"{name}_batch_norm_{i}")(x)
+        x = keras.layers.Activation("relu")(x)
+        if dropout:
+            x = keras.layers.Dropout(dropout, name=f"{name}_dropout_{i}")(x)
+    return x
+
+
+def linear(params: dict):
+    """Linear / logistic regression on a table's columns (on other numeric data: `tabular.linear`)."""
+    import keras
+
+    if not params.get("feature_columns"):
+        return tabular.linear(params)
+    columns = _columns(params)
+    inputs = _inputs(params)
+    out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear")
+    model = keras.Model(inputs, out, name="linear")
+    return head_spec(params, model, _optimizer(params, learning_rate=0.05), **_serving(params))
+
+
+def dnn(params: dict):
+    """A feed-forward network on a table's columns: `hidden_units`, `dropout`, `batch_norm`."""
+    import keras
+
+    columns = _columns(params)
+    inputs = _inputs(params)
+    x = _dnn_tower(_deep_input(inputs, columns, list(columns), "dnn"), params, "dnn")
+    out = keras.layers.Dense(output_units(params), dtype="float32", name="outputs")(x)
+    model = keras.Model(inputs, out, name="dnn")
+    return head_spec(params, model, _optimizer(params), **_serving(params))
+
+
+def wide_and_deep(params: dict):
+    """The linear model on the wide columns plus the dnn on the deep ones, summed; two optimizers."""
+    import keras
+
+    columns = _columns(params)
+    inputs = _inputs(params)
+    wide_names = [n for n, c in columns.items() if c.get("part", "both") in ("wide", "both")]
+    deep_names = [n for n, c in columns.items() if c.get("part", "both") in ("deep", "both")
+                  and c["type"] != "crossed"]
+    units = output_units(params)
+    wide = _wide_logits(inputs, columns, units, wide_names, "wide")
+    deep = keras.layers.Dense(units, dtype="float32", name="deep_outputs")(
+        _dnn_tower(_deep_input(inputs, columns, deep_names, "deep"), params, "deep"))
+    out = keras.layers.Add(name="outputs")([wide, deep])
+    model = keras.Model(inputs, out, name="wide_and_deep")
+    optimizer = part_optimizers(wide=_optimizer(params, "linear_", default="ftrl", learning_rate=0.05),
+                                deep=_optimizer(params), wide_prefix="wide_")
+    return head_spec(params, model, optimizer, **_serving(params))
+
+
+def part_optimizers(*, wide, deep, wide_prefix: str):
+    """Two Keras optimizers, one per part of a model (variables whose layer name starts with
+    `wide_prefix` go to `wide`, the rest to `deep`), with the interface the Estimator uses:
+    `build`, `apply_gradients`, `variables`, `learning_rate` (the deep optimizer's); a
+    `tf.Module`, so checkpoints hold both optimizers' state."""
+    import tensorflow as tf
+
+    class PartOptimizers(tf.Module):
+        def __init__(self):
+            super().__init__(name="part_optimizers")
+            self.wide, self.deep = wide, deep
+
+        def is_wide(self, variable) -> bool:
+            return variable.path.split("/")[0].startswith(wide_prefix)
+
+        def build(self, variables):
+            variables = list(variables)
+            self.wide.build([v for v in variables if self.is_wide(v)])
+            self.deep.build([v for v in variables if not self.is_wide(v)])
+
+        def apply_gradients(self, grads_and_vars):
+            pairs = list(grads_and_vars)
+            self.wide.apply_gradients([(g, v) for g, v in pairs if self.is_wide(v)])
+            self.deep.apply_gradients([(g, v) for g, v in pairs if not self.is_wide(v)])
+
+        @property
+        def variables(self):
+            return [*self.wide.variables, *self.deep.variables]
+
+        @property
+        def learning_rate(self):
+            return self.deep.learning_rate
+
+    return PartOptimizers()

@@ -1,0 +1,281 @@
+"""Feature columns of a table: what each column is and how the model receives it.
+
+A feature column is a JSON dict (written into the manifest's `feature_columns`, editable there,
+overridable per column in the config's `data.feature_columns`):
+
+- `{"type": "numeric", "dtype": "float32", "mean": m, "variance": v, "normalize": true}`
+- `{"type": "bucketized", "dtype": "float32", "boundaries": [...]}`
+- `{"type": "categorical", "dtype": "string"|"int64", "vocabulary": [...], "oov_buckets": 1}`
+- `{"type": "hashed", "dtype": "string"|"int64", "buckets": n}`
+- `{"type": "identity", "dtype": "int64", "buckets": n}` (values 0..n-1; others go to one extra bucket)
+- `{"type": "crossed", "columns": [a, b], "buckets": n}` (a hashed cross of two or more
+  non-numeric columns; no column of its own in the records)
+
+Every non-numeric column has an `encoding` (`one_hot` or `embedding`, with `embedding_dim`),
+and every column a `missing` policy: `error` (the default: a missing value is an error naming
+the column and the rows), `mean` or `zero` (numeric), `oov` (categorical: the missing value
+goes to the out-of-vocabulary bucket). Wide-and-deep models read `part` (`wide`, `deep`, `both`).
+
+Nothing here imports TensorFlow; statistics come from the TRAINING split only.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tpuestimator.errors import ConfigError, DataError
+
+TYPES = ("numeric", "bucketized", "categorical", "hashed", "identity", "crossed")
+INDEX_TYPES = ("bucketized", "categorical", "hashed", "identity", "crossed")
+ENCODINGS = ("one_hot", "embedding")
+MISSING = ("error", "mean", "zero", "oov")
+PARTS = ("wide", "deep", "both")
+# Inference: a string column with more distinct training values than this is hashed into
+# HASH_BUCKETS buckets instead of getting a vocabulary; columns of at most ONE_HOT_MAX indices
+# are one-hot, larger ones embedded.
+MAX_VOCABULARY = 1000
+HASH_BUCKETS = 1024
+ONE_HOT_MAX = 16
+OOV_BUCKETS = 1
+
+
+def embedding_dim(cardinality: int) -> int:
+    """A default embedding width: grows with the fourth root of the cardinality, 2..32."""
+    return int(min(32, max(2, round(2 * cardinality ** 0.25))))
+
+
+def cardinality(column: Mapping[str, Any]) -> int:
+    """The number of distinct indices a non-numeric column produces."""
+    kind = column["type"]
+    if kind == "categorical":
+        return len(column["vocabulary"]) + int(column.get("oov_buckets", OOV_BUCKETS))
+    if kind == "bucketized":
+        return len(column["boundaries"]) + 1
+    if kind == "identity":
+        return int(column["buckets"]) + 1
+    if kind in ("hashed", "crossed"):
+        return int(column["buckets"])
+    raise ValueError(f"column type {kind!r} has no cardinality")
+
+
+def _with_encoding(column: dict) -> dict:
+    if column["type"] in INDEX_TYPES:
+        n = cardinality(column)
+        column.setdefault("encoding", "one_hot" if n <= ONE_HOT_MAX else "embedding")
+        if column["encoding"] == "embedding":
+            column.setdefault("embedding_dim", embedding_dim(n))
+        column.setdefault("part", "wide" if column["type"] == "crossed" else "both")
+    else:
+        column.setdefault("part", "deep")
+    column.setdefault("missing", "error")
+    return column
+
+
+def infer_column(name: str, values: np.ndarray, *, categories: Sequence[str] | None = None,
+                 kind: str | None = None, buckets: int | None = None) -> dict:
+    """The feature column of one table column from its TRAINING values (NaN / None = missing).
+
+    Args:
+      values: a 1-D array: floats (numeric), ints, bools or strings (categorical).
+      categories: the levels of an R factor / pandas Categorical, in their order.
+      kind: a type the user declared (its vocabulary, boundaries or buckets come from the values).
+      buckets: the number of buckets of a declared `bucketized` (quantiles), `hashed` or `identity` column.
+    """
+    present = _present(values)
+    textual = categories is not None or values.dtype.kind in "OUSb"
+    if kind is None:
+        if values.dtype.kind == "b":
+            kind = "identity"
+        elif textual:
+            kind = "categorical"
+        else:
+            kind = "numeric"
+    if kind == "numeric":
+        if textual:
+            raise ConfigError(f"feature_columns.{name}.type", "numeric", "categorical, hashed or identity: the "
+                              f"column holds text such as {str(present[0]) if present.size else ''!r}")
+        numbers = present.astype(np.float64)
+        mean = float(numbers.mean()) if numbers.size else 0.0
+        variance = float(numbers.var()) if numbers.size else 1.0
+        return _with_encoding({"type": "numeric", "dtype": "float32", "mean": mean,
+                               "variance": variance if variance > 0 else 1.0, "normalize": True})
+    integral = not textual and bool(np.all(np.mod(present.astype(np.float64), 1) == 0))
+    if kind == "bucketized":
+        if textual:
+            raise ConfigError(f"feature_columns.{name}.type", "bucketized", "categorical or hashed for a text column")
+        n = int(buckets or 4)
+        bounds = sorted({float(b) for b in np.quantile(present.astype(np.float64), np.linspace(0, 1, n + 1)[1:-1])})
+        return _with_encoding({"type": "bucketized", "dtype": "float32", "boundaries": bounds or [0.0]})
+    if kind == "identity":
+        if textual and values.dtype.kind != "b":
+            raise ConfigError(f"feature_columns.{name}.type", "identity", "categorical or hashed for a text column")
+        top = int(present.astype(np.int64).max()) + 1 if present.size else 1
+        return _with_encoding({"type": "identity", "dtype": "int64", "buckets": int(buckets or max(top, 2))})
+    dtype = "int64" if integral else "string"
+    if kind == "hashed":
+        return _with_encoding({"type": "hashed", "dtype": dtype, "buckets": int(buckets or HASH_BUCKETS)})
+    if kind != "categorical":
+        raise ConfigError(f"feature_columns.{name}.type", kind, " | ".join(t for t in TYPES if t != "crossed"))
+    as_key = (lambda v: int(v)) if integral else str
+    seen = Counter(as_key(v) for v in present)
+    if categories is not None:
+        vocab = [str(c) for c in categories if str(c) in seen]
+    else:  # most frequent first (ties by value): the order a user reads best
+        vocab = [v for v, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))]
+    if len(vocab) > MAX_VOCABULARY:
+        return _with_encoding({"type": "hashed", "dtype": dtype, "buckets": HASH_BUCKETS})
+    return _with_encoding({"type": "categorical", "dtype": dtype, "vocabulary": vocab, "oov_buckets": OOV_BUCKETS})
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    return values[~missing_mask(values)]
+
+
+def missing_mask(values: np.ndarray) -> np.ndarray:
+    """True where a value is missing: NaN, None, pandas NA."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "O":
+        return np.array([v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("<NA>", "nan")
+                         and not isinstance(v, str) for v in values], dtype=bool)
+    return np.zeros(len(values), dtype=bool)
+
+
+def apply_overrides(columns: Mapping[str, dict], overrides: Mapping[str, Any] | None, *,
+                    where: str = "data.feature_columns") -> dict[str, dict]:
+    """The inferred columns with per-column overrides merged in (a field set wins; `null` removes
+    a column). New names must be `crossed` columns. Encoding defaults follow a changed type.
+
+    Raises:
+      ConfigError: naming the column and field for an unknown column, type, encoding or policy.
+    """
+    out = copy.deepcopy(dict(columns))
+    for name, override in (overrides or {}).items():
+        if override is None:
+            out.pop(name, None)
+            continue
+        if not isinstance(override, Mapping):
+            raise ConfigError(f"{where}.{name}", override, "a mapping of column fields, e.g. {type: categorical}")
+        if name not in out and override.get("type") != "crossed":
+            raise ConfigError(f"{where}.{name}", dict(override), f"a column of the table ({', '.join(sorted(out))}) "
+                              "or a new {type: crossed, columns: [a, b], buckets: n}")
+        base = dict(out.get(name, {}))
+        if "type" in override and override["type"] != base.get("type"):
+            base = {k: v for k, v in base.items() if k in ("dtype", "missing", "mean", "variance")}
+            if override["type"] in INDEX_TYPES:
+                base.pop("mean", None)
+                base.pop("variance", None)
+        if "encoding" in override and override["encoding"] == "one_hot":
+            base.pop("embedding_dim", None)
+        base.update(dict(override))
+        out[name] = base
+    for name, column in out.items():
+        out[name] = validate_column(name, _with_encoding(dict(column)), out, where=where)
+    return out
+
+
+def validate_column(name: str, column: dict, columns: Mapping[str, dict], *,
+                    where: str = "feature_columns") -> dict:
+    """Checks one column's fields; returns it.
+
+    Raises:
+      ConfigError: naming `<where>.<name>.<field>`, the value and what is allowed.
+    """
+    field = f"{where}.{name}"
+    kind = column.get("type")
+    if kind not in TYPES:
+        raise ConfigError(f"{field}.type", kind, " | ".join(TYPES))
+    if column.get("missing") not in MISSING:
+        raise ConfigError(f"{field}.missing", column.get("missing"), " | ".join(MISSING))
+    if kind == "numeric" and column["missing"] == "oov":
+        raise ConfigError(f"{field}.missing", "oov", "error | mean | zero for a numeric column")
+    if kind in INDEX_TYPES and column["missing"] in ("mean",) and kind != "bucketized":
+        raise ConfigError(f"{field}.missing", column["missing"], "error | oov for a categorical column")
+    if column.get("part", "both") not in PARTS:
+        raise ConfigError(f"{field}.part", column.get("part"), " | ".join(PARTS))
+    if kind == "numeric":
+        column.setdefault("normalize", True)
+        column.setdefault("mean", 0.0)
+        column.setdefault("variance", 1.0)
+        if column["variance"] <= 0:
+            raise ConfigError(f"{field}.variance", column["variance"], "a positive number")
+    if kind == "bucketized":
+        b = column.get("boundaries")
+        if not isinstance(b, list) or not b or sorted(b) != b:
+            raise ConfigError(f"{field}.boundaries", b, "a non-empty increasing list of numbers")
+    if kind == "categorical" and not isinstance(column.get("vocabulary"), list):
+        raise ConfigError(f"{field}.vocabulary", column.get("vocabulary"), "a list of values")
+    if kind in ("hashed", "identity", "crossed"):
+        if not isinstance(column.get("buckets"), int) or column["buckets"] < 1:
+            raise ConfigError(f"{field}.buckets", column.get("buckets"), "a positive integer")
+    if kind == "crossed":
+        crossed = column.get("columns")
+        if not isinstance(crossed, list) or len(crossed) < 2:
+            raise ConfigError(f"{field}.columns", crossed, "a list of two or more column names")
+        for c in crossed:
+            if c not in columns or columns[c]["type"] in ("numeric", "crossed"):
+                raise ConfigError(f"{field}.columns", crossed, "names of categorical, hashed, identity or "
+                                  "bucketized columns of the table")
+    if kind in INDEX_TYPES:
+        if column.get("encoding") not in ENCODINGS:
+            raise ConfigError(f"{field}.encoding", column.get("encoding"), " | ".join(ENCODINGS))
+        if column["encoding"] == "embedding" and (not isinstance(column.get("embedding_dim"), int)
+                                                  or column["embedding_dim"] < 1):
+            raise ConfigError(f"{field}.embedding_dim", column.get("embedding_dim"), "a positive integer")
+    return column
+
+
+def record_columns(columns: Mapping[str, dict]) -> dict[str, dict]:
+    """The columns stored in the records (all but crosses)."""
+    return {k: v for k, v in columns.items() if v["type"] != "crossed"}
+
+
+def missing_default(column: Mapping[str, Any]):
+    """The value a missing entry takes under the column's policy (None: the policy is `error`)."""
+    policy = column.get("missing", "error")
+    if policy == "error":
+        return None
+    if policy == "mean":
+        return float(column.get("mean", 0.0))
+    if policy == "zero":
+        return 0 if column["dtype"] == "int64" else (0.0 if column["dtype"] == "float32" else "")
+    # oov: a value no vocabulary holds
+    return "" if column["dtype"] == "string" else -1
+
+
+def check_missing(name: str, values: np.ndarray, column: Mapping[str, Any], *, where: str) -> np.ndarray:
+    """The mask of missing values of a column; a `DataError` when the policy is `error` and some are missing.
+
+    Raises:
+      DataError: naming the column, how many rows and which, and the fix.
+    """
+    mask = missing_mask(values)
+    count = int(mask.sum())
+    if count and column.get("missing", "error") == "error":
+        rows = np.flatnonzero(mask)
+        shown = ", ".join(str(int(r)) for r in rows[:5]) + (", ..." if count > 5 else "")
+        fix = "mean or zero" if column["type"] in ("numeric", "bucketized") else "oov"
+        raise DataError(f"{where}: column {name!r} has {count} missing value(s) (NA) in rows {shown}. Drop those "
+                        f"rows, fill them, or give the column a missing-value policy: missing={{{name!r}: "
+                        f"{fix.split()[0]!r}}} ({fix}).", feature=name, record=int(rows[0]))
+    return mask
+
+
+def table_summary(columns: Mapping[str, dict]) -> str:
+    """One line per column, for logs and the CLI."""
+    lines = []
+    for name, c in columns.items():
+        detail = {"numeric": lambda c: f"mean {c.get('mean', 0):.4g}, variance {c.get('variance', 1):.4g}",
+                  "categorical": lambda c: f"{len(c['vocabulary'])} values + {c.get('oov_buckets', 1)} OOV",
+                  "bucketized": lambda c: f"{len(c['boundaries']) + 1} buckets",
+                  "hashed": lambda c: f"{c['buckets']} buckets",
+                  "identity": lambda c: f"{c['buckets']} ids",
+                  "crossed": lambda c: f"{' x '.join(c['columns'])}, {c['buckets']} buckets"}[c["type"]](c)
+        enc = f", {c['encoding']}" if c["type"] in INDEX_TYPES else ""
+        lines.append(f"{name}: {c['type']} ({detail}{enc}), missing: {c.get('missing', 'error')}")
+    return "\n".join(lines)

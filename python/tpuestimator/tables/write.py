@@ -1,0 +1,206 @@
+"""Writing a table as TFRecords: `write_table(source, out_dir, label=...)`.
+
+The label column is checked and its task inferred (class ids or a number to predict), the
+rows split into train and eval (stratified by class for classification), every feature
+column's spec inferred from the TRAINING rows only (`feature_columns.infer_column`: statistics,
+vocabularies) and checked (no all-missing column; missing values only under a policy), then
+the shards and the manifest (with `feature_columns` and `task`) are written into a temporary
+folder renamed into place: every error comes before anything is written, and nothing is
+ever half-written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tpuestimator.data import encode
+from tpuestimator.data import spec as specs
+from tpuestimator.data.manifest import build_manifest, split_info
+from tpuestimator.data.writers import publish_folder, split_indices, write_shard
+from tpuestimator.errors import ConfigError, DataError
+from tpuestimator.models.feature_columns import (
+    apply_overrides,
+    check_missing,
+    infer_column,
+    missing_mask,
+    record_columns,
+)
+from tpuestimator.tables.frames import column_values, label_column, read_table
+
+log = logging.getLogger(__name__)
+
+
+def infer_feature_columns(source: Any, *, label: str, task: str | None = None, split: float = 0.2, seed: int = 0,
+                          feature_columns: Mapping[str, Any] | None = None,
+                          missing: str | Mapping[str, str] | None = None) -> dict:
+    """The plan of `write_table` without writing: {"task", "vocabulary", "feature_columns", "train", "eval"}
+    (`train`/`eval`: row indices). See `write_table` for the arguments."""
+    frame, name = read_table(source)
+    labels, vocab, task = label_column(frame, label, name, task)
+    train_idx, eval_idx = split_indices(len(frame), float(split), seed,
+                                        labels if task == "classification" else None)
+    if len(train_idx) == 0:
+        raise DataError(f"{name}: {len(frame)} row(s) leave no training rows with split={split}; add rows or "
+                        "lower the eval fraction.")
+    overrides = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (feature_columns or {}).items()}
+    unknown = sorted(k for k, v in overrides.items() if k not in frame.columns and
+                     not (isinstance(v, Mapping) and v.get("type") == "crossed"))
+    if unknown:
+        raise ConfigError(f"feature_columns.{unknown[0]}", overrides[unknown[0]],
+                          f"a column of the table ({', '.join(c for c in frame.columns if c != label)}) or a "
+                          "{type: crossed, columns: [a, b], buckets: n}")
+    policies = _policies(missing, [c for c in frame.columns if c != label], name)
+    inferred: dict[str, dict] = {}
+    values_by_column: dict[str, np.ndarray] = {}
+    for col in frame.columns:
+        if col == label:
+            continue
+        override = overrides.get(col)
+        if override is None and col in overrides:
+            continue  # dropped by the user
+        values, levels = column_values(frame[col])
+        mask = missing_mask(values)
+        if mask.all():
+            raise DataError(f"{name}: column {col!r} is empty (all {len(values)} values missing). Drop the column "
+                            f"(feature_columns={{{col!r}: None}}) or fill it.", feature=col)
+        override = override or {}
+        inferred[col] = infer_column(col, values[train_idx], categories=levels, kind=override.get("type"),
+                                     buckets=override.get("buckets"))
+        if col in policies and "missing" not in override:
+            policy = policies[col]
+            if isinstance(missing, str):  # one policy for all: its counterpart on the other kind of column
+                numeric = inferred[col]["type"] in ("numeric", "bucketized")
+                policy = ("mean" if policy == "oov" else policy) if numeric else "oov"
+            inferred[col]["missing"] = policy
+        values_by_column[col] = values
+    extra = {k: v for k, v in overrides.items() if v is not None}
+    for col, override in extra.items():
+        if col in inferred:
+            # what inference computed from the data stays unless the user set it
+            extra[col] = {k: v for k, v in override.items() if k not in ("type", "buckets") or k == "buckets"
+                          and inferred[col]["type"] != "bucketized"}
+    columns = apply_overrides(inferred, extra, where="feature_columns")
+    for col, column in record_columns(columns).items():
+        check_missing(col, values_by_column[col], column, where=name)
+    return {"task": task, "vocabulary": vocab, "feature_columns": columns, "train": train_idx, "eval": eval_idx,
+            "labels": labels, "values": values_by_column, "label": label, "name": name}
+
+
+def _policies(missing, names, where) -> dict[str, str]:
+    if missing is None:
+        return {}
+    if isinstance(missing, str):
+        return {n: missing for n in names}
+    unknown = sorted(set(missing) - set(names))
+    if unknown:
+        raise ConfigError(f"missing.{unknown[0]}", missing[unknown[0]], f"a feature column of {where}: "
+                          f"{', '.join(names)}")
+    return dict(missing)
+
+
+def _stored(value, dtype: str):
+    if dtype == "float32":
+        return float(value)
+    if dtype == "int64":
+        return int(value)
+    return "TRUE" if value is True else ("FALSE" if value is False else str(value))
+
+
+def _examples(plan: dict, rows: np.ndarray):
+    import tensorflow as tf
+
+    columns = record_columns(plan["feature_columns"])
+    masks = {c: missing_mask(plan["values"][c]) for c in columns}
+    label, labels = plan["label"], plan["labels"]
+    for i in rows:
+        feature = {}
+        for col, spec in columns.items():
+            if masks[col][i]:
+                continue  # parsed back as the column's missing-value default
+            value = _stored(plan["values"][col][i], spec["dtype"])
+            if spec["dtype"] == "float32":
+                feature[col] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+            elif spec["dtype"] == "int64":
+                feature[col] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+            else:
+                feature[col] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        if plan["task"] == "regression":
+            feature[label] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(labels[i])]))
+        else:
+            feature[label] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(labels[i])]))
+        yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: str | None = None,
+                split: float = 0.2, seed: int = 0, shards: int = 1,
+                feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
+                overwrite: bool = False) -> dict:
+    """Writes a table as TFRecord shards plus a manifest.json with its feature columns.
+
+    Args:
+      source: a pandas DataFrame, a `.csv` or `.parquet` path, or a dict of columns.
+      out_dir: the output folder (must not hold a manifest unless `overwrite`).
+      label: the column to predict.
+      task: "classification" or "regression"; default inferred (factors, strings, bools and
+        integers: classification; other numbers: regression).
+      split: the eval fraction (stratified by class for classification). seed: the split's seed.
+      feature_columns: per-column overrides of the inferred columns (`models.feature_columns`), e.g.
+        `{"cyl": {"type": "categorical"}, "cyl_x_gear": {"type": "crossed", "columns": ["cyl", "gear"],
+        "buckets": 16}}`; None drops a column.
+      missing: a missing-value policy for every feature column ("mean", "zero", "oov") or per column.
+
+    Returns:
+      The manifest dict, with "path" set to the manifest file.
+
+    Raises:
+      DataError / ConfigError: naming the column, the value and the fix, before anything is written.
+    """
+    if int(shards) < 1:
+        raise DataError(f"shards={shards!r}: write at least 1 shard per split.")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    manifest_path = os.path.join(out_dir, specs.MANIFEST_NAME)
+    if os.path.exists(manifest_path) and not overwrite:
+        raise DataError(f"{out_dir} already holds a {specs.MANIFEST_NAME}; choose a new folder or pass "
+                        "overwrite=True (--overwrite) to replace its records.", path=out_dir)
+    plan = infer_feature_columns(source, label=label, task=task, split=split, seed=seed,
+                                 feature_columns=feature_columns, missing=missing)
+    shards = int(shards)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
+    try:
+        splits = {}
+        for split_name in ("train", "eval"):
+            rows = plan[split_name]
+            if len(rows) == 0:
+                continue
+            names = [encode.shard_name(split_name, i, shards) for i in range(shards)]
+            for i, shard in enumerate(names):
+                write_shard(os.path.join(tmp, shard), _examples(plan, rows[i::shards]))
+            stored = [int(plan["labels"][r]) for r in rows] if plan["task"] == "classification" else []
+            info = split_info(names, stored, plan["vocabulary"], encode.shard_pattern(split_name, shards))
+            info["count"] = int(len(rows))
+            splits[split_name] = info
+        features = {c: {"dtype": spec["dtype"], "shape": []}
+                    for c, spec in record_columns(plan["feature_columns"]).items()}
+        manifest = build_manifest(format="features", splits=splits, vocabulary=plan["vocabulary"],
+                                  features=features, label=label, source=plan["name"])
+        manifest["task"] = plan["task"]
+        manifest["feature_columns"] = plan["feature_columns"]
+        from tpuestimator.system.io import atomic_write_json
+
+        atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
+        os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
+        publish_folder(tmp, out_dir, manifest_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest["path"] = manifest_path
+    log.info("wrote a %s table: %s", plan["task"],
+             ", ".join(f"{s}: {v['count']} records" for s, v in manifest["splits"].items()))
+    return manifest

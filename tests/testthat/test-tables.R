@@ -1,0 +1,84 @@
+# Tables from R: a data frame or a formula straight into a canned model; predict() on the run
+# returns a data frame; bad tables are refused with the column named.
+
+test_that("mtcars regression from a formula, with factor, character and logical predictors", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  cars <- mtcars
+  cars$cyl <- factor(cars$cyl)
+  cars$make <- ifelse(seq_len(nrow(cars)) %% 3 == 0, "a", "b")
+  cars$am <- cars$am == 1
+  run <- quietly(tpu_train(mpg ~ ., data = cars, model = "linear", train.max_steps = 200L,
+                           train.batch_size = 8L, train.iterations_per_loop = 50L,
+                           train.save_checkpoints_steps = 200L, eval.batch_size = 8L,
+                           model_dir = file.path(work, "model"), runs_dir = file.path(work, "runs"),
+                           verbose = FALSE))
+  expect_s3_class(run, "tpu_run")
+  expect_true(all(c("rmse", "mae", "r2") %in% names(run$metrics)))
+  pred <- predict(run, cars[1:5, ])
+  expect_s3_class(pred, "data.frame")
+  expect_identical(nrow(pred), 5L)
+  expect_true(is.numeric(pred$prediction) && all(is.finite(pred$prediction)))
+  newcar <- cars[1:2, names(cars) != "mpg"]
+  newcar$make <- c("never seen", "b")  # an unseen category: the OOV bucket, no error
+  expect_identical(nrow(predict(run, newcar)), 2L)
+  expect_error(predict(run, cars[1:2, c("disp", "hp")]), "column 'cyl' is missing")
+})
+
+test_that("iris classification from a data frame returns classes as a factor with probabilities", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  run <- quietly(tpu_train(iris, label = "Species", model = "dnn", train.max_steps = 300L,
+                           train.batch_size = 16L, train.iterations_per_loop = 100L,
+                           train.save_checkpoints_steps = 300L, eval.batch_size = 16L,
+                           params.learning_rate = 0.05,
+                           model_dir = file.path(work, "model"), runs_dir = file.path(work, "runs"),
+                           verbose = FALSE))
+  expect_gt(run$metrics$accuracy, 0.8)
+  pred <- predict(run, iris[c(1, 51, 101), ])
+  expect_s3_class(pred$class, "factor")
+  expect_identical(levels(pred$class), levels(iris$Species))
+  expect_true(all(c("prob_setosa", "prob_versicolor", "prob_virginica") %in% names(pred)))
+  expect_equal(rowSums(pred[, c("prob_setosa", "prob_versicolor", "prob_virginica")]), rep(1, 3), tolerance = 1e-5)
+})
+
+test_that("bad tables are refused before anything trains, naming the column", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  df <- data.frame(x = c(1, NA, 3, 4, 5, 6), z = c("a", "b", NA, "a", "b", "a"), y = c(1.5, 2, 3, 4, 5, 6.5))
+  expect_error(quietly(tpu_train(df, label = "price", model_dir = file.path(work, "a"), verbose = FALSE)),
+               "not a column")
+  expect_error(quietly(tpu_train(df, label = "y", model_dir = file.path(work, "b"), verbose = FALSE)),
+               "column 'x' has 1 missing value")
+  expect_error(quietly(tpu_train(df, label = "y", missing = list(x = "mean"), model_dir = file.path(work, "c"),
+                                 verbose = FALSE)),
+               "column 'z' has 1 missing value")
+  expect_error(quietly(tpu_train(df, label = "z", task = "regression", missing = "mean",
+                                 model_dir = file.path(work, "d"), verbose = FALSE)),
+               "regression label must be numeric|missing value")
+  expect_false(dir.exists(file.path(work, "b", "data")))
+})
+
+test_that("the README's Tables examples and examples/R/tables.R run", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  root <- normalizePath(file.path(fixtures_dir(), "..", ".."))  # the repository (tests/fixtures/../..)
+  work <- local_work_dir()
+  readme <- readLines(file.path(root, "README.md"))
+  start <- which(readme == "## Tables")
+  end <- start + which(grepl("^## ", readme[(start + 1):length(readme)]))[1]
+  section <- readme[start:(end - 1)]
+  opens <- which(section == "```r")
+  code <- unlist(lapply(opens, function(i) {
+    close <- i + which(section[(i + 1):length(section)] == "```")[1]
+    section[(i + 1):(close - 1)]
+  }))
+  expect_gt(length(code), 3L)
+  env <- new.env()
+  withr::with_dir(work, quietly(eval(parse(text = code), envir = env)))
+  expect_true(is.numeric(env$run$metrics$rmse))
+  expect_s3_class(env$fit, "tpu_run")
+  example <- file.path(root, "examples", "R", "tables.R")
+  withr::with_dir(work, quietly(source(example, local = new.env())))
+  expect_true(dir.exists(file.path(work, "models", "table-mpg")))
+})
