@@ -229,3 +229,38 @@ def test_sharded_embedding_without_parameter_servers_is_a_plain_embedding():
     rows = layer(ids)
     assert layer.shards is None and [w.path for w in layer.weights] == ["emb/embeddings"]
     np.testing.assert_allclose(rows.numpy(), tf.gather(layer.embeddings, ids).numpy())
+
+
+@pytest.mark.slow
+def test_parameter_servers_count_every_trained_example_in_the_training_loss_metric():
+    """Two workers update the loss metric's variables on the ps at once: each update must be one
+    addition on the ps (`steps.add_to_metric`). With Keras's own `update_state` (a read, then a
+    write) a third of the examples went uncounted here (README, Parameter servers)."""
+    from tpuestimator.cluster.local_cluster import LocalCluster
+
+    steps, batch = 100, 16
+    script = Path(__file__).with_name("ps_metric_count_task.py")
+    # 5 steps per scheduled function, 2 loops of 50: both workers run at once all along
+    command = [sys.executable, str(script), str(steps), str(batch), "5", "50"]
+    result = LocalCluster(ClusterShape(workers=2, ps=1), command, env=_env()).start().wait()
+    lines = [ln for ln in result.chief_lines if ln.startswith("RESULT ")]
+    assert result.returncode == 0 and len(lines) == 1, (result.failed_task, result.last_lines, result.chief_lines)
+    out = json.loads(lines[0][len("RESULT "):])
+    assert out["global_step"] == steps and set(out["steps_by_worker"]) == {"0", "1"}, out
+    # read after each loop, before the trainer resets the metric: every loop's examples, exactly
+    assert out["loss_counts"] == [50.0 * batch, 50.0 * batch], out
+
+
+def test_add_to_metric_updates_a_mean_as_keras_does():
+    """`add_to_metric` (one addition per variable) ends where Keras's `update_state` does, for
+    the values a loss and a report give: per-example vectors, scalars, [batch, k] arrays."""
+    import keras
+    import numpy as np
+
+    from tpuestimator.core.steps import add_to_metric
+
+    ours, keras_own = keras.metrics.Mean(), keras.metrics.Mean()
+    for values in (np.array([1.0, 2.0, 6.0]), np.float32(4.0), np.arange(6, dtype="float32").reshape(3, 2)):
+        add_to_metric(ours, values)
+        keras_own.update_state(values)
+    assert [float(v.numpy()) for v in ours.variables] == [float(v.numpy()) for v in keras_own.variables] == [20.5, 7.0]
