@@ -176,8 +176,11 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
             recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
-        # what a killed run left half-written (logged; only our own temp names)
-        remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
+        # what a killed run left half-written (logged; only our own temp names). Only by the chief,
+        # the model dir's owner: another worker would also delete the chief's temp files of
+        # writes under way (config.yaml's: the chief then died renaming it, issue 19).
+        if role.is_chief:
+            remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
             try:
                 result = _train(cfg, estimator, recorder, hooks, progress, export,

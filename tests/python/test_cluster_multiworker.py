@@ -282,6 +282,37 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
 
 
+@pytest.mark.slow
+def test_a_worker_never_touches_the_model_dir_while_the_chief_writes_it(fixtures_dir, tmp_path):
+    """The race of issue 19: worker 1 removed "a killed run's leftovers" from the shared model
+    dir, among them the chief's config.yaml temp file in the middle of its atomic write, and
+    the chief died renaming it. Here the chief's write is held open until worker 1's job has
+    started (held_config_write.py); only the chief (the model dir's owner) clears leftovers."""
+    from tpuestimator.local_cluster import LocalCluster
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / ".ckpt-9.k2j4x9ab.tmp").write_text("left by a killed run")  # still cleared, by the chief
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
+    command = [sys.executable, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train",
+               str(fixtures_dir / "parity" / "parity.yaml"), "--set", "run.strategy=multi_worker",
+               "--set", "train.max_steps=10", "--model-dir", str(model_dir), "--runs-dir", str(tmp_path / "runs")]
+    lines: list = []
+    cluster = LocalCluster(ClusterShape(workers=2), command, env=env,
+                           on_line=lambda task, line: lines.append((task.name, line))).start()
+    try:
+        result = cluster.wait()
+    finally:
+        cluster.stop()
+    assert result.returncode == 0, (result.failed_task, result.last_lines)
+    assert "trained to global step 10" in _lines_of(lines, "worker 1")
+    assert sorted(f for f in os.listdir(model_dir) if f.startswith(".")) == []
+    removed = [(name, line) for name, line in lines if "left by a run that was killed" in line]
+    assert [name for name, _ in removed] == ["worker 0"], removed
+    assert yaml.safe_load((model_dir / "config.yaml").read_text())["train"]["max_steps"] == 10
+
+
 def test_cluster_command_reports_the_failed_task_and_exits_with_its_code(fixtures_dir, tmp_path):
     """Every task fails at once here (a train flag their `tpuestimator train` does not know,
     which the launcher passes on unchecked): the exit code is the task's and the report names
