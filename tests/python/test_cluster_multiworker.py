@@ -17,6 +17,8 @@ from tpuestimator.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
 from tpuestimator.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 PARITY_EVAL_EXAMPLES = 24  # tests/fixtures/parity manifest: eval count (not a multiple of the batch, 16)
 # Final eval loss of 2 workers against 1 process with the same global batch, data order and
 # seed: the same examples make each global batch (see `_same_batches`), so only the order of

@@ -16,6 +16,8 @@ from tpuestimator.local_cluster import ClusterShape, cluster_layout
 from tpuestimator.runs import run_info
 from tpuestimator.sidecar import SidecarOptions, run_sidecar_evaluator
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 NUM_IDS, STEPS, BATCH = 4096, 60, 16
 

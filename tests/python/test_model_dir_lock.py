@@ -20,6 +20,8 @@ import pytest
 from tpuestimator.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
 from tpuestimator.runs import check_run_dir, ls_runs
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
