@@ -4,6 +4,7 @@ whole-cluster restarts; `tpuestimator cluster` and its Kubernetes manifest."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -197,7 +198,7 @@ def _lines_of(lines: list, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path):
+def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, caplog, capsys):
     """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
     chief's checkpoint into the chief's run record."""
     from tpuestimator.job import run_job
@@ -241,6 +242,18 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
                      record=False, export=False)
     assert single.global_step == 40 and single.metrics["num_examples"] == PARITY_EVAL_EXAMPLES
     assert abs(cluster_loss - single.metrics["loss"]) < LOSS_TOLERANCE, (cluster_loss, single.metrics["loss"])
+    # follow-up jobs on the cluster's model dir run on this one machine (no TF_CONFIG here):
+    # the recorded run.strategy=multi_worker falls back to the local strategy (issue 19.2)
+    from tpuestimator.cli import main
+
+    assert "TF_CONFIG" not in os.environ
+    with caplog.at_level(logging.INFO, logger="tpuestimator"):
+        assert main(["evaluate", str(model_dir)]) == 0
+        assert main(["export", str(model_dir), "--out", str(tmp_path / "manual")]) == 0
+    assert "num_examples" in capsys.readouterr().out
+    assert os.listdir(tmp_path / "manual") == ["40"]
+    fallbacks = [r.getMessage() for r in caplog.records if "without TF_CONFIG" in r.getMessage()]
+    assert len(fallbacks) == 2 and "run.strategy=multi_worker" in fallbacks[0], fallbacks
 
 
 @pytest.mark.slow
