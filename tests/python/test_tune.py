@@ -47,6 +47,36 @@ def test_cli_tune_trains_three_different_runs(tmp_path, fixtures_dir, capsys):
     assert all(check_run_dir(r["run_dir"]) == [] for r in rows)
 
 
+def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any_run(tmp_path, fixtures_dir,
+                                                                                     capsys):
+    """Issue 19.11: `--grid nosuch.field=1,2` said "Received: nosuch='nosuch'" once per
+    combination, after starting each training."""
+    from tpuestimator.cli import main
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.runs.tune import tuning_run
+
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    runs_dir = tmp_path / "runs"
+    assert main(["tune", config, "--grid", "nosuch.field=1,2", "--runs-dir", str(runs_dir)]) == 2
+    captured = capsys.readouterr()
+    assert "Received" not in captured.err and "tuning run" not in captured.out
+    assert "`nosuch.field` is not a known config field" in captured.err
+    assert "at the top level, one of data, debug, eval, export, model, name, params, predict, run, train" \
+        in captured.err and "--grid nosuch.field=" in captured.err
+    assert main(["tune", config, "--grid", "train.max_step=1,2", "--runs-dir", str(runs_dir)]) == 2
+    assert "did you mean `max_steps`?" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="in `train`, one of async_checkpoint") as caught:
+        tuning_run(config, {"train.nosuch": [1, 2]}, runs_dir=str(runs_dir))
+    assert caught.value.field == "train.nosuch"
+    assert not runs_dir.exists()   # nothing trained, nothing recorded
+    from tpuestimator.config import check_field, load_config
+
+    check_field("params.my_own_setting")  # params take any name: a model function's own parameter
+    with pytest.raises(ConfigError, match="named by --set run.strateg=") as caught:
+        load_config(config, ["run.strateg=cpu"])
+    assert "Received" not in str(caught.value) and "did you mean `strategy`?" in str(caught.value)
+
+
 def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):
     """Issue 12.6: a session running many jobs (a tuning loop, an R session) is not buried in
     TensorFlow's "triggered tf.function retracing" warnings."""

@@ -43,13 +43,15 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tpuestimator.commands.runs import format_table
-    from tpuestimator.config import load_config
+    from tpuestimator.config import check_field, load_config
     from tpuestimator.models import resolve_model_fn
     from tpuestimator.runs.query import ls_runs
     from tpuestimator.runs.tune import flag_grid, sample_grid, tuning_run
 
     try:
         grid = parse_grid(args.grid)
+        for key in grid:  # a field the config does not have, before TensorFlow starts
+            check_field(key, origin="--grid")
         sample_grid(flag_grid(grid), args.sample)  # fails on a bad --sample before TensorFlow starts
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

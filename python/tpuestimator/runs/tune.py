@@ -99,11 +99,13 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
       One `JobResult` per combination trained, in order. A combination that fails is logged and
       skipped (its run is recorded as failed); when every combination fails, the last error is raised.
     """
-    from tpuestimator.config import load_config
+    from tpuestimator.config import check_field, load_config
     from tpuestimator.job import run_job
 
     overrides = list(overrides)
     combos = sample_grid(flag_grid(flags), sample, rng)
+    for name in flags:  # a misspelt field fails here, not once per combination
+        check_field(str(name), origin="flag")
     base = load_config(config, overrides) if not hasattr(config, "raw") else config
     runs_dir = runs_dir or base.run.runs_dir or "runs"
     stamp = format_run_name(_dt.datetime.now(tz=_dt.timezone.utc).timestamp())
