@@ -291,8 +291,20 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     assert "ckpt-300.index" in os.listdir(model_dir)
     from tpuestimator.runs import run_info
 
-    properties = run_info(result.chief_summary()["run_dir"])["properties"]
+    final_run = result.chief_summary()["run_dir"]
+    properties = run_info(final_run)["properties"]
     assert properties["strategy"] == "multi_worker" and int(properties["num_replicas"]) == 2
+    # one completed run; the killed attempt's record is closed as restarted, naming why and
+    # the run that continued it (issue 19.7)
+    from tpuestimator.runs import ls_runs
+
+    runs = {r["run_dir"]: r for r in ls_runs(str(tmp_path / "runs"))}
+    assert len(runs) == 2 and runs[final_run]["status"] == "completed"
+    (killed_run,) = set(runs) - {final_run}
+    assert runs[killed_run]["status"] == "restarted", runs[killed_run]
+    reason = run_info(killed_run)["properties"]["restarted"]
+    assert "worker 1" in reason and os.path.basename(final_run) in reason, reason
+    assert int(properties["resumed_from_step"]) >= first_ckpt
     assert not [f for f in os.listdir(model_dir) if f.startswith(".")]
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
 
