@@ -513,7 +513,8 @@ class Estimator:
                               to_model_layout=self.state.to_model_layout)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
-                           checkpoint_path: str | None = None, serving_inputs=None) -> str:
+                           checkpoint_path: str | None = None, serving_inputs=None,
+                           assets_extra: Mapping[str, Any] | None = None) -> str:
         """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
 
         The version defaults to a timestamp in seconds (TF Serving serves the highest). The
@@ -523,6 +524,8 @@ class Estimator:
         entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
         `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
         `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
+        `assets_extra` (file name -> JSON value) is written under `assets.extra/` before the
+        folder appears, so the export is never seen without it.
 
         Returns:
           The export's path.
@@ -530,7 +533,7 @@ class Estimator:
         import tensorflow as tf
 
         from tpuestimator.diskspace import translate_disk_full
-        from tpuestimator.io import atomic_directory
+        from tpuestimator.io import atomic_directory, atomic_write_json
 
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
@@ -545,6 +548,8 @@ class Estimator:
         kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
         with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
             tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+            for name, value in (assets_extra or {}).items():
+                atomic_write_json(os.path.join(tmp, "assets.extra", name), value)
             fault_point("in_export", self.state.step)
         logger.info("exported SavedModel to %s", final)
         return final
