@@ -16,7 +16,8 @@ python_error_classes <- c(
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
                          "step", "what", "last_good_checkpoint", "report_path",
-                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint", "free_bytes")
+                         "model_dir", "lock_path", "pid", "owner", "signal_name", "exit_code", "checkpoint",
+                         "free_bytes")
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -40,7 +41,8 @@ python_error_fields <- c("field", "value", "allowed", "source", "path", "record"
 #' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
 #' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `model_dir`,
-#' `lock_path` when another job holds the model dir; `signal_name`, `exit_code`,
+#' `lock_path`, `pid` and `owner` (its `pid`, `host`, `started`, `command`) when another
+#' job holds the model dir; `signal_name`, `exit_code`,
 #' `step`, `checkpoint` for a training stopped by a signal; `path`, `what`, `free_bytes`,
 #' `last_good_checkpoint` for a full disk.
 #'
