@@ -33,10 +33,10 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' Evaluate a trained model or an export
 #'
 #' Evaluates the latest checkpoint of a run's model on its configured evaluation
-#' data, or on other TFRecord files (`tpuestimator.job.evaluate_job()`). Given an
+#' data, or on other TFRecord files (`tpuestimator.jobs.job.evaluate_job()`). Given an
 #' export (a SavedModel folder written by tpuestimator: `saved_model.pb` and
 #' `assets.extra/tpuestimator.json`), evaluates the export offline
-#' (`tpuestimator.export_jobs.evaluate_export()`): accuracy, AUC (binary, or the
+#' (`tpuestimator.jobs.export_jobs.evaluate_export()`): accuracy, AUC (binary, or the
 #' one-vs-rest macro average), log-loss, the confusion matrix and a per-class
 #' table, recorded as a run (with the confusion matrix as a PNG).
 #'
@@ -117,9 +117,9 @@ as_nullable_data_pattern <- function(data) {
 #' Predict with a trained or exported model
 #'
 #' Runs the exported SavedModel (or the latest export of a run) on new data
-#' (`tpuestimator.job.predict()`) and returns one row per example. TFRecord and
+#' (`tpuestimator.jobs.job.predict()`) and returns one row per example. TFRecord and
 #' image files (paths or glob patterns) are read in batches
-#' (`tpuestimator.export_jobs`): with `out`, the predictions go to a CSV or Parquet
+#' (`tpuestimator.jobs.export_jobs`): with `out`, the predictions go to a CSV or Parquet
 #' file batch by batch, so memory stays flat in the number of records.
 #'
 #' @param run_or_export A `tpu_run`, a row of [ls_runs()], a run folder, a model
@@ -187,7 +187,7 @@ as_file_patterns <- function(newdata) {
   reticulate::r_to_py(as.list(paths))
 }
 
-# {column: list} from tpuestimator.export_jobs.predict_columns -> data frame (columns kept in order).
+# {column: list} from tpuestimator.jobs.export_jobs.predict_columns -> data frame (columns kept in order).
 prediction_columns_to_df <- function(cols) {
   df <- as.data.frame(lapply(cols, function(v) unlist(lapply(v, function(x) if (is.null(x)) NA else x))),
                       stringsAsFactors = FALSE, optional = TRUE)
@@ -196,7 +196,7 @@ prediction_columns_to_df <- function(cols) {
   df
 }
 
-# R data -> what tpuestimator.job.predict() takes as `features`.
+# R data -> what tpuestimator.jobs.job.predict() takes as `features`.
 as_py_features <- function(newdata, spec = NULL) {
   if (is.character(newdata) && is.null(dim(newdata))) {
     missing_files <- newdata[!file.exists(newdata)]
@@ -360,7 +360,7 @@ export_class_names <- function(export_dir) {
 #'
 #' Writes a SavedModel (for TF Serving and [tpu_predict()]) or a TensorFlow Lite
 #' (LiteRT) file from the latest checkpoint of a run
-#' (`tpuestimator.model_dir_jobs.export_model()`, as `tpuestimator export`).
+#' (`tpuestimator.jobs.model_dir_jobs.export_model()`, as `tpuestimator export`).
 #'
 #' The SavedModel has three signatures: `serving_default` (serialized
 #' `tf.Example` records), `image_bytes` (JPEG/PNG bytes, image models) and
@@ -416,7 +416,7 @@ tpu_export <- function(run, export_dir, format = c("saved_model", "tflite"), qua
 
 #' Check a configuration for TPU readiness
 #'
-#' Runs the Python core's TPU checks (`tpuestimator.check.check_config()`): static
+#' Runs the Python core's TPU checks (`tpuestimator.jobs.check.check_config()`): static
 #' shapes, batch sizes dividing by the number of cores, supported ops (compiling
 #' the step with XLA on the CPU), input pipeline settings.
 #'

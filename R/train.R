@@ -1,6 +1,6 @@
 #' Train a model from a configuration
 #'
-#' Runs one job with the Python core (`tpuestimator.job.run_job()`): trains,
+#' Runs one job with the Python core (`tpuestimator.jobs.job.run_job()`): trains,
 #' evaluates every `eval.every_n_steps` and at the end, exports a SavedModel and
 #' records the run in tfruns's format under the runs folder (`runs/` by default,
 #' see [ls_runs()]). Progress lines (`train | step: 200/1000 | steps/sec: 51.2 |

@@ -35,7 +35,7 @@ def build(workload: str, pattern: str, batch: int):
     """(estimator, input_fn, bare model, per-example loss) with the same weights."""
     import keras
 
-    from tpuestimator.estimator import Estimator, RunConfig
+    from tpuestimator.core.estimator import Estimator, RunConfig
 
     est = Estimator(common.model_fn_for(workload),
                     RunConfig(model_dir=common.temp_dir("eval"), eval_batch_size=batch, predict_batch_size=batch),

@@ -70,7 +70,7 @@ class Bench:
     returns the timed loops' (wall s, cpu s) and the call's set-up time."""
 
     def __init__(self, pattern: str, batch: int, steps_per_loop: int):
-        from tpuestimator.estimator import Estimator, RunConfig
+        from tpuestimator.core.estimator import Estimator, RunConfig
 
         self.model_dir = common.temp_dir("hooks")
         self.logs = os.path.join(self.model_dir, "logs")
@@ -102,7 +102,7 @@ class Bench:
         return self._hooks[config]
 
     def run(self, config: str, loops: int) -> tuple[list, float]:
-        from tpuestimator.hooks.base import Hook
+        from tpuestimator.core.hooks import Hook
 
         est = self.estimator
         sentinel = config != "bare"
@@ -167,7 +167,7 @@ class HookTimer:
 def sentinel_read_cost(bench: Bench, calls: int = 300) -> dict:
     """ms per loop of the loop's metric read with and without the sentinel's finiteness check
     (the sentinel's only device work), alternating calls; plus its host-side check."""
-    from tpuestimator.loops import make_loop_reader
+    from tpuestimator.core.loops import make_loop_reader
 
     est = bench.estimator
     metrics = {"loss": est.state.train_metrics["loss"]}

@@ -140,7 +140,7 @@ class EstimatorTrain:
     def __init__(self, workload, pattern, batch, *, precision="float32", jit_compile=False, steps_per_loop=100,
                  hooks=True, nan_sentinel=True, pipeline="shared", save_checkpoints_steps=None,
                  async_checkpoint=False, model_dir=None, log_file=None):
-        from tpuestimator.estimator import Estimator, RunConfig
+        from tpuestimator.core.estimator import Estimator, RunConfig
         from tpuestimator.hooks.builtin import LoggingHook, SummaryHook
 
         self.model_dir = model_dir or common.temp_dir("est")
@@ -161,7 +161,7 @@ class EstimatorTrain:
         self.steps_per_loop = steps_per_loop
 
     def __call__(self, gate: common.Gate) -> None:
-        from tpuestimator.hooks.base import Hook
+        from tpuestimator.core.hooks import Hook
 
         class Boundary(Hook):
             def before_loop(self, step):

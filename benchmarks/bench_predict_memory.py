@@ -41,8 +41,8 @@ TARGET_MB = 1024.0
 MEASURE = textwrap.dedent('''
     import json, resource, sys, time
     import tensorflow  # noqa: F401  (imported before the peak is reset: its own start-up peak is left out)
-    from tpuestimator.batch_predict import ExportPredictor, iter_predictions
-    from tpuestimator.export_jobs import predict_to_file
+    from tpuestimator.serving.batch_predict import ExportPredictor, iter_predictions
+    from tpuestimator.jobs.export_jobs import predict_to_file
     from tpuestimator.serving import predict
 
     def status(key):   # MB
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     small_files = files[:1]   # one shard = n_large / 10 records
     print(f"wrote {n_large} records in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
 
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = {"name": "predict-memory", "model": "linear", "params": {"num_classes": common.NUM_CLASSES},
               "data": dict(common.data_section(files[0]), cache=False),

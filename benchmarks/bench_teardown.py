@@ -1,5 +1,5 @@
 """How long freeing a distributed input iterator blocks, with and without
-`tpuestimator.workarounds.fast_multi_device_iterator_teardown`.
+`tpuestimator.core.workarounds.fast_multi_device_iterator_teardown`.
 
 MirroredStrategy over 8 logical CPU devices (the test suite's TPU rehearsal); each round
 makes a distributed iterator over a repeated, prefetched dataset, runs 3 steps, waits a
@@ -30,7 +30,7 @@ CHILD = textwrap.dedent('''
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 8)
     if sys.argv[1] == "workaround":
-        from tpuestimator.workarounds import fast_multi_device_iterator_teardown
+        from tpuestimator.core.workarounds import fast_multi_device_iterator_teardown
         assert fast_multi_device_iterator_teardown()
     rounds, age = int(sys.argv[2]), float(sys.argv[3])
     strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])

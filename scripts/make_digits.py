@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tpuestimator.data import encode  # noqa: E402
 from tpuestimator.data.manifest import build_manifest, split_info  # noqa: E402
 from tpuestimator.data.writers import write_shard  # noqa: E402
-from tpuestimator.io import atomic_write_json, atomic_write_text  # noqa: E402
+from tpuestimator.system.io import atomic_write_json, atomic_write_text  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tpuestimator",
                            "examples", "digits")

@@ -48,7 +48,7 @@ def main(argv=None) -> dict:
 
     import tpuestimator as te
     from tpuestimator import data
-    from tpuestimator.devices import split_cpu
+    from tpuestimator.core.devices import split_cpu
     from tpuestimator.examples import write_example
 
     if args.replicas > 1:

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Estimator": "tpuestimator.estimator",
-    "RunConfig": "tpuestimator.estimator",
+    "Estimator": "tpuestimator.core.estimator",
+    "RunConfig": "tpuestimator.core.estimator",
     "ModelSpec": "tpuestimator.spec",
     "Mode": "tpuestimator.spec",
     "split_element": "tpuestimator.spec",
     "model_inputs": "tpuestimator.spec",
-    "TrainingState": "tpuestimator.state",
-    "TrainSpec": "tpuestimator.training",
-    "EvalSpec": "tpuestimator.training",
-    "train_and_evaluate": "tpuestimator.training",
+    "TrainingState": "tpuestimator.core.state",
+    "TrainSpec": "tpuestimator.core.training",
+    "EvalSpec": "tpuestimator.core.training",
+    "train_and_evaluate": "tpuestimator.core.training",
     "load_config": "tpuestimator.config",
     "JobConfig": "tpuestimator.config",
-    "run_job": "tpuestimator.job",
-    "Hook": "tpuestimator.hooks.base",
+    "run_job": "tpuestimator.jobs.job",
+    "Hook": "tpuestimator.core.hooks",
     "ConfigError": "tpuestimator.errors",
     "DataError": "tpuestimator.errors",
     "NonFiniteError": "tpuestimator.errors",
@@ -46,10 +46,10 @@ def __getattr__(name: str):
 
 if TYPE_CHECKING:  # pragma: no cover
     from tpuestimator.config import JobConfig, load_config
+    from tpuestimator.core.estimator import Estimator, RunConfig
+    from tpuestimator.core.hooks import Hook
+    from tpuestimator.core.state import TrainingState
+    from tpuestimator.core.training import EvalSpec, TrainSpec, train_and_evaluate
     from tpuestimator.errors import ConfigError, DataError, NonFiniteError, TPUEstimatorError, TPUUnavailableError
-    from tpuestimator.estimator import Estimator, RunConfig
-    from tpuestimator.hooks.base import Hook
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.spec import Mode, ModelSpec, model_inputs, split_element
-    from tpuestimator.state import TrainingState
-    from tpuestimator.training import EvalSpec, TrainSpec, train_and_evaluate

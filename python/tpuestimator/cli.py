@@ -30,14 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tpuestimator {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: TensorFlow's too)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"tpuestimator.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tpuestimator.commands.{name}":
-                raise
-            continue
-        module.register(sub)
+    for name in COMMAND_MODULES:  # a module that cannot be imported is an error, never a command gone quietly
+        importlib.import_module(f"tpuestimator.commands.{name}").register(sub)
     return parser
 
 

@@ -391,6 +391,6 @@ def _check_semantics(cfg: dict, source: str | None) -> None:
 
 def dump_config(cfg: JobConfig, path: str) -> None:
     """Writes the resolved configuration as YAML, atomically."""
-    from tpuestimator.io import atomic_write_text
+    from tpuestimator.system.io import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,7 +1,7 @@
 """`tpuestimator train ARGS` whose chief holds its write of the model dir's config.yaml open
 until worker 1 has begun its job (test_cluster_multiworker.py).
 
-The chief writes config.yaml atomically (`tpuestimator.io`: a hidden temp file renamed over
+The chief writes config.yaml atomically (`tpuestimator.system.io`: a hidden temp file renamed over
 it). Here the rename waits until worker 1's job has opened its output.log (in its scratch
 run record) and a little longer: worker 1 then runs its start-of-job steps while the chief's
 temp file exists, as it may on a loaded machine. A worker that removed "leftovers" in the
@@ -13,7 +13,7 @@ import tempfile
 import time
 
 from tpuestimator.cli import main
-from tpuestimator.cluster_task import task_role
+from tpuestimator.core.cluster_task import task_role
 
 WAIT_S = 180        # worker 1 never started its job: give up holding (the test then fails elsewhere)
 AFTER_START_S = 3   # worker 1's steps between opening output.log and training (no TensorFlow call)

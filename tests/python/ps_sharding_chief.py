@@ -11,10 +11,10 @@ import numpy as np
 import tensorflow as tf
 
 from helpers import array_input_fn, make_data
-from tpuestimator.devices import make_strategy
+from tpuestimator.cluster.local_cluster import free_ports
+from tpuestimator.core.devices import make_strategy
+from tpuestimator.core.estimator import Estimator, RunConfig
 from tpuestimator.errors import ConfigError
-from tpuestimator.estimator import Estimator, RunConfig
-from tpuestimator.local_cluster import free_ports
 from tpuestimator.models.embedding import sharded_embedding
 from tpuestimator.spec import ModelSpec
 

@@ -2,7 +2,7 @@
 
 Trains tests/fixtures/parity/parity.yaml through `tpuestimatorr::tpu_train()` (R, embedded in
 this Python process by rpy2; R reaches this same interpreter through reticulate) and through
-`tpuestimator.job.run_job()`, and compares the final eval loss.
+`tpuestimator.jobs.job.run_job()`, and compares the final eval loss.
 
 Needs rpy2 (`pip install rpy2==3.5.17`, which builds against R: r-base-dev) and R with
 reticulate. The R package is installed with `R CMD INSTALL` into a temporary library, unless
@@ -89,7 +89,7 @@ def test_config_error_is_an_r_condition_naming_the_field(r_session):
 
 
 def test_parity_loss_from_r_equals_python(r_session, tmp_path):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     ro = r_session
     r_loss = ro.r(f"""

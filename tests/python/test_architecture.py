@@ -136,8 +136,8 @@ def test_config_defaults_have_one_source_the_schema():
     import json
 
     from tpuestimator.config import DEFAULTS, schema_defaults
+    from tpuestimator.core.run_config import RunConfig
     from tpuestimator.data.spec import _SECTION_DEFAULTS  # noqa: PLC2701  (the test reads the module's table)
-    from tpuestimator.run_config import RunConfig
 
     schema = json.loads((PACKAGE / "schema" / "config.schema.json").read_text())
     assert DEFAULTS == schema_defaults(schema)
@@ -150,29 +150,72 @@ def test_config_defaults_have_one_source_the_schema():
     assert {f.name for f in dataclasses.fields(RunConfig) if not f.metadata.get("config")} == {"model_dir"}
 
 
-CORE = ("tpuestimator.estimator", "tpuestimator.controller", "tpuestimator.loops", "tpuestimator.steps",
-        "tpuestimator.state", "tpuestimator.checkpointing", "tpuestimator.batching", "tpuestimator.spec",
-        "tpuestimator.run_config", "tpuestimator.hooks.base")
-ABOVE_CORE = ("tpuestimator.job", "tpuestimator.from_config", "tpuestimator.model_dir_jobs", "tpuestimator.debug",
-              "tpuestimator.runs", "tpuestimator.training", "tpuestimator.check", "tpuestimator.commands",
-              "tpuestimator.cli", "tpuestimator.hooks.builtin")
+# The layers, bottom up, by package (docs/ARCHITECTURE.md): a module imports only from its own
+# layer or those below it. Each sub-package's docstring says the same in words.
+LAYERS = (
+    ("errors", "config", "schema", "spec", "models", "system"),  # contracts: what every layer shares
+    ("core",),  # the Estimator, its loops and state
+    ("data", "examples"),  # input pipelines, writers, the bundled examples
+    ("runs",),  # run records in tfruns's format, TensorBoard
+    ("hooks",),  # the built-in hooks
+    ("debug",),  # NaN reports, replay, dumps
+    ("serving", "porting"),  # what is done with an export; the TPUEstimator adapters
+    ("jobs",),  # config -> results: train, evaluate, export, tune
+    ("cluster",),  # local clusters, Kubernetes, the side-car evaluator
+    ("commands", "cli", "__main__"),  # the CLI
+)
 
 
-def test_core_does_not_import_the_layers_above_it():
-    """docs/ARCHITECTURE.md: the core knows nothing of jobs, run records, debug reports or R."""
-    graph = _graph()
-    offenders = [f"{m} imports {t}" for m in CORE for t in sorted(graph.get(m, ()))
-                 if any(t == a or t.startswith(a + ".") for a in ABOVE_CORE)]
+def layer_of(module: str) -> int | None:
+    """The layer index of `tpuestimator.<package>...`; None for the package root (it re-exports)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    for index, packages in enumerate(LAYERS):
+        if parts[1] in packages:
+            return index
+    raise AssertionError(f"{module} is in no layer of LAYERS: add its package there and to docs/ARCHITECTURE.md")
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, targets in graph.items():
+        mine = layer_of(module)
+        for target in sorted(targets):
+            theirs = layer_of(target) if target.startswith("tpuestimator") else None
+            if mine is not None and theirs is not None and theirs > mine:
+                out.append(f"{module} (layer {'/'.join(LAYERS[mine])}) imports {target} "
+                           f"(layer {'/'.join(LAYERS[theirs])}, above it)")
+    return out
+
+
+def test_every_module_imports_only_its_layer_and_those_below():
+    """A core module importing serving, a job importing the CLI, ...: each fails here."""
+    offenders = layer_violations(_graph())
     assert not offenders, offenders
+
+
+def test_layer_rule_catches_an_upward_import():
+    graph = {"tpuestimator.core.estimator": {"tpuestimator.serving.exports", "tpuestimator.spec"},
+             "tpuestimator.serving.exports": {"tpuestimator.core.signatures"}}
+    assert layer_violations(graph) == [
+        "tpuestimator.core.estimator (layer core) imports tpuestimator.serving.exports (layer serving/porting, above it)"]
+
+
+def test_every_sub_package_says_what_it_holds_and_may_import():
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 60, f"{init.parent.name}/__init__.py needs a docstring: what it holds, what it may import"
+        layer_of(f"tpuestimator.{init.parent.name}")
 
 
 # Private attributes of other libraries that a module must patch, with the reason at the use.
 PRIVATE_ATTRIBUTE_EXCEPTIONS = {
     # the Keras 3 fix for TF's async checkpoint (checkpointing.keras_async_checkpoint_fix)
-    ("tpuestimator.checkpointing", "_copy_trackable_to_cpu"),
+    ("tpuestimator.core.checkpointing", "_copy_trackable_to_cpu"),
     # per-device input datasets without autotuning (workarounds.fast_multi_device_iterator_teardown)
-    ("tpuestimator.workarounds", "_create_device_dataset"),
-    # a ps/worker task's exit: a tf.distribute.Server cannot be stopped (cluster_task.serve)
+    ("tpuestimator.core.workarounds", "_create_device_dataset"),
+    # a ps/worker task's exit: a tf.distribute.Server cannot be stopped (cluster.tasks.serve)
     ("tpuestimator.commands.train", "_exit"),
 }
 
@@ -260,3 +303,25 @@ def test_section_views_declare_exactly_the_schema_fields():
         _ = cfg.train.max_step  # a misspelt field fails loudly instead of reading None
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.train.max_steps = 3
+
+
+def test_every_command_module_is_registered_and_imports():
+    """A command module missing from `cli.COMMAND_MODULES`, a name there with no module, or a
+    module that fails to import: each fails here (the CLI used to skip such a command quietly)."""
+    from tpuestimator import cli
+
+    on_disk = {p.stem for p in (PACKAGE / "commands").glob("*.py") if p.stem != "__init__"}
+    assert set(cli.COMMAND_MODULES) == on_disk
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001 - argparse has no public list
+    assert set(on_disk) <= set(subparsers.choices)
+
+
+def test_a_command_module_that_cannot_be_imported_fails_the_parser(monkeypatch):
+    import pytest
+
+    from tpuestimator import cli
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, "nosuch"))
+    with pytest.raises(ModuleNotFoundError, match="tpuestimator.commands.nosuch"):
+        cli.build_parser()

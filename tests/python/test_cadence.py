@@ -1,7 +1,7 @@
 """controller.EvalCadence: when train_and_evaluate evaluates (TensorFlow-free)."""
 from __future__ import annotations
 
-from tpuestimator.controller import EvalCadence
+from tpuestimator.core.controller import EvalCadence
 
 
 def test_segments_end_at_each_evaluation_step_capped_at_max_steps():

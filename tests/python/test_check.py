@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpuestimator.check import check_config
+from tpuestimator.jobs.check import check_config
 
 
 def _digits_config(tmp_path):

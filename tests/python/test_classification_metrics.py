@@ -12,8 +12,8 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from tpuestimator.classification_metrics import StreamingClassificationMetrics, roc_auc
 from tpuestimator.runs.confusion_plot import write_confusion_png
+from tpuestimator.serving.classification_metrics import StreamingClassificationMetrics, roc_auc
 
 
 def _softmax(logits):

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from tpuestimator.cluster_task import read_tf_config, task_role
+from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
+from tpuestimator.core.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
-from tpuestimator.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
 
@@ -126,7 +126,7 @@ def test_kubernetes_manifest_parses_and_gives_each_pod_its_tf_config(fixtures_di
 
 
 def test_kubernetes_manifest_for_parameter_servers_names_a_chief():
-    from tpuestimator.kubernetes import manifest_objects
+    from tpuestimator.cluster.kubernetes import manifest_objects
 
     objects = manifest_objects(ClusterShape(workers=2, ps=2), name="Big Job", config_text="name: x\n",
                                image="img")
@@ -168,7 +168,7 @@ def test_worker_share_partitions_each_padded_global_batch():
     of steps on every worker, each real example exactly once across them."""
     import tensorflow as tf
 
-    from tpuestimator.batching import MASK_KEY, pad_and_mask, worker_share
+    from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
 
     x = np.arange(21, dtype="float32")
     ds = tf.data.Dataset.from_tensor_slices(({"x": x}, x.astype("int32"))).batch(4)  # per-replica batches of 4
@@ -201,7 +201,7 @@ def _lines_of(lines: list, name: str) -> list[str]:
 def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, caplog, capsys):
     """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
     chief's checkpoint into the chief's run record."""
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.runs import ls_runs
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
@@ -315,7 +315,7 @@ def test_a_worker_never_touches_the_model_dir_while_the_chief_writes_it(fixtures
     dir, among them the chief's config.yaml temp file in the middle of its atomic write, and
     the chief died renaming it. Here the chief's write is held open until worker 1's job has
     started (held_config_write.py); only the chief (the model dir's owner) clears leftovers."""
-    from tpuestimator.local_cluster import LocalCluster
+    from tpuestimator.cluster.local_cluster import LocalCluster
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -409,7 +409,7 @@ sys.exit(int(behaviour))
 
 
 def _stand_in_cluster(shape, behaviours: dict):
-    from tpuestimator.local_cluster import LocalCluster
+    from tpuestimator.cluster.local_cluster import LocalCluster
 
     lines: list = []
     cluster = LocalCluster(shape, [sys.executable, "-c", _TASK_SCRIPT, json.dumps(behaviours)],

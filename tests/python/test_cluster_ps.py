@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout
+from tpuestimator.cluster.sidecar import SidecarOptions, run_sidecar_evaluator
 from tpuestimator.errors import ConfigError
-from tpuestimator.local_cluster import ClusterShape, cluster_layout
 from tpuestimator.runs import run_info
-from tpuestimator.sidecar import SidecarOptions, run_sidecar_evaluator
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
 
@@ -149,7 +149,7 @@ def test_ps_partition_shards_variables_and_a_trainable_embedding_over_two_ps_tas
 
 @pytest.mark.slow
 def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path, fixtures_dir):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     runs_dir, model_dir = tmp_path / "runs", tmp_path / "model"
@@ -175,13 +175,13 @@ def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path
 
 
 def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monkeypatch):
-    from tpuestimator.devices import make_strategy
+    from tpuestimator.core.devices import make_strategy
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(ConfigError) as err:
         make_strategy({"strategy": "parameter_server"})
     assert err.value.field == "run.strategy" and "TF_CONFIG" in str(err.value) and "tpuestimator cluster" in str(err.value)
-    # a worker task never builds the strategy: it serves (cluster_task.serve); asked to, it refuses
+    # a worker task never builds the strategy: it serves (cluster.tasks.serve); asked to, it refuses
     cluster = _addresses(ClusterShape(workers=1, ps=1))
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
     with pytest.raises(ConfigError, match="this process as the chief"):
@@ -189,7 +189,7 @@ def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monk
 
 
 def test_each_tf_config_task_gets_its_duty():
-    from tpuestimator.cluster_task import task_duty
+    from tpuestimator.cluster.tasks import task_duty
 
     assert task_duty("parameter_server", environ={}) == "train"
     cluster = _addresses(ClusterShape(workers=1, ps=1))
@@ -220,7 +220,7 @@ def test_sharded_embedding_without_parameter_servers_is_a_plain_embedding():
     import tensorflow as tf
 
     from tpuestimator.models.embedding import sharded_embedding
-    from tpuestimator.partitioning import row_split, shard_count
+    from tpuestimator.models.partitioning import row_split, shard_count
 
     assert row_split(2000, 2) == [1000, 1000] and row_split(10, 3) == [4, 3, 3]
     assert shard_count(tf.distribute.get_strategy(), (2000, 16), "float32") == 1

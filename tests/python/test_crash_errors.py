@@ -72,7 +72,7 @@ def test_model_module_without_the_function_lists_what_it_defines(tmp_path, monke
 
 @pytest.mark.parametrize("field,value", [("train.batch_size", 60), ("eval.batch_size", 36)])
 def test_batch_not_divisible_by_8_replicas_fails_before_anything_is_written(tmp_path, field, value):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = _digits(tmp_path)
     overrides = ["run.strategy=mirrored", "run.num_cpu_devices=8", f"{field}={value}"]
@@ -82,7 +82,7 @@ def test_batch_not_divisible_by_8_replicas_fails_before_anything_is_written(tmp_
 
 
 def test_eval_label_out_of_range_fails_before_training_naming_file_and_record(tmp_path):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = _digits(tmp_path)
     _write_bad_labels(DIGITS / "eval.tfrecord", tmp_path / "digits" / "badeval.tfrecord", 7, 12)
@@ -98,7 +98,7 @@ def test_eval_label_out_of_range_fails_before_training_naming_file_and_record(tm
 def test_eval_label_error_past_the_scan_limit_names_file_and_record(tmp_path, monkeypatch):
     """Eval data too large for the up-front scan: the first evaluation's error still names the record."""
     from tpuestimator.data import labels
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = _digits(tmp_path)
     _write_bad_labels(DIGITS / "eval.tfrecord", tmp_path / "digits" / "badeval.tfrecord", 7, 12)
@@ -115,7 +115,7 @@ def test_eval_label_error_past_the_scan_limit_names_file_and_record(tmp_path, mo
 # ---------------------------------------------------------------- evaluate / predict on bad files
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     work = tmp_path_factory.mktemp("trained")
     config = _digits(work)

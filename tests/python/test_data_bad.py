@@ -144,7 +144,7 @@ def test_errors_not_from_the_data_pass_through_unchanged():
 
 
 def test_a_training_job_stops_with_the_data_error(tmp_path):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     case = next(c for c in CASES if c["name"] == "negative_pixel")
     config = {"name": "bad", "model": "linear", "params": {"learning_rate": 0.01}, "data": resolve(case["data"]),

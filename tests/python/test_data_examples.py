@@ -77,7 +77,7 @@ def test_parity_fixture_config_loads():
 @pytest.mark.slow
 def test_image_folder_to_a_training_run_that_learns(tmp_path):
     from tpuestimator.examples.shapes import CLASSES, draw_shape
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     rng = np.random.default_rng(0)
     for cls in CLASSES:

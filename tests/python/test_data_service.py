@@ -98,7 +98,7 @@ def test_training_pipeline_reads_batches_from_the_service(served, records, monke
 
 @pytest.mark.slow
 def test_a_training_run_fed_by_two_service_workers(served, records, tmp_path):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     address, _ = served
     config = {"model": "linear", "params": {"learning_rate": 0.1},
@@ -111,7 +111,7 @@ def test_a_training_run_fed_by_two_service_workers(served, records, tmp_path):
     loss = result.metrics["loss"]
     assert math.isfinite(loss) and loss < 0.6, result.metrics  # chance is ln 2 = 0.69 (2 balanced classes)
     # Where the input runs is not what is trained: the same job without the service resumes.
-    from tpuestimator.modeldir import check_model_dir
+    from tpuestimator.jobs.modeldir import check_model_dir
 
     local = dict(config, data={k: v for k, v in config["data"].items() if k != "service"},
                  train={**config["train"], "max_steps": 80})

@@ -12,7 +12,7 @@ def digits(tmp_path_factory):
 
 
 def _job(digits, tmp_path, *overrides, hooks=()):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(digits, overrides=["model=linear", "train.batch_size=16", "eval.every_n_steps=null",
                                       "export.enabled=false", f"run.model_dir={tmp_path / 'model'}", *overrides],

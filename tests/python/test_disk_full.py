@@ -34,7 +34,7 @@ def _digits(tmp: Path) -> Path:
 
 
 def test_disk_full_is_recognised_in_its_three_forms():
-    from tpuestimator.diskspace import is_disk_full
+    from tpuestimator.system.diskspace import is_disk_full
 
     assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert is_disk_full(shutil.Error([("a", "b", "[Errno 28] No space left on device")]))
@@ -44,7 +44,7 @@ def test_disk_full_is_recognised_in_its_three_forms():
 
 
 def test_partial_checkpoint_files_are_removed_and_complete_ones_kept(tmp_path):
-    from tpuestimator.checkpointing import remove_partial_checkpoint
+    from tpuestimator.core.checkpointing import remove_partial_checkpoint
 
     for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-150.index", "config.yaml"):
         (tmp_path / name).write_text("x")
@@ -140,7 +140,7 @@ def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path,
 
 
 def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
-    from tpuestimator.diskspace import translate_disk_full
+    from tpuestimator.system.diskspace import translate_disk_full
 
     with pytest.raises(DiskFullError) as info:
         with translate_disk_full(tmp_path / "export", "SavedModel export", kept="The partial export was removed."):

@@ -201,7 +201,7 @@ def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
     import socket
     import time
 
-    from tpuestimator.devices import make_strategy
+    from tpuestimator.core.devices import make_strategy
     from tpuestimator.errors import TPUUnavailableError
 
     with socket.socket() as s:          # a loopback port with nobody listening

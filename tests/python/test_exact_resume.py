@@ -68,7 +68,7 @@ def test_a_finite_input_is_resumed_within_its_pass(tmp_path):
 
 
 def _job(config, model_dir, overrides, **kw):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(config, overrides=overrides, model_dir=str(model_dir), record=False, export=False, **kw)
 
@@ -91,7 +91,7 @@ def test_resume_is_exact_with_8_replicas(tmp_path, fixtures_dir):
     the built-in pipeline, so a resumed input skips 8 per step already trained."""
     from tpuestimator import Estimator, RunConfig
     from tpuestimator.config import load_config
-    from tpuestimator.from_config import input_fn_for
+    from tpuestimator.jobs.from_config import input_fn_for
 
     cfg = load_config(str(fixtures_dir / "parity" / "parity.yaml"))
     fn = input_fn_for(cfg, "train")

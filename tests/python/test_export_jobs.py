@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def _train(config, tmp: Path, overrides=()):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(config, overrides=list(overrides), model_dir=str(tmp / "model"), runs_dir=str(tmp / "runs"))
 
@@ -66,7 +66,7 @@ def binary(tmp_path_factory):
 
 def _estimator_outputs(result, pattern):
     """(labels, probabilities) of `Estimator.predict` over the eval pipeline of `pattern`."""
-    from tpuestimator.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
 
     cfg = load_job_config(result.model_dir)
     est = build_estimator(cfg, model_dir=result.model_dir)
@@ -79,8 +79,8 @@ def _estimator_outputs(result, pattern):
 def test_offline_evaluation_of_an_export_equals_estimator_evaluate_and_sklearn(digits):
     from sklearn.metrics import confusion_matrix, roc_auc_score
 
-    from tpuestimator.export_jobs import evaluate_export
-    from tpuestimator.model_dir_jobs import evaluate_job
+    from tpuestimator.jobs.export_jobs import evaluate_export
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job
     from tpuestimator.runs.validate import check_run_dir
 
     result = digits["result"]
@@ -121,7 +121,7 @@ def test_offline_evaluation_of_an_export_equals_estimator_evaluate_and_sklearn(d
 def test_binary_export_auc_equals_sklearn(binary):
     from sklearn.metrics import roc_auc_score
 
-    from tpuestimator.export_jobs import evaluate_export
+    from tpuestimator.jobs.export_jobs import evaluate_export
 
     got = evaluate_export(binary["result"].export_dir, data_pattern=binary["eval"], record=False)
     labels, probs = _estimator_outputs(binary["result"], binary["eval"])
@@ -148,7 +148,7 @@ def test_cli_evaluates_an_export_and_still_a_model_dir(digits, tmp_path, capsys)
 def test_batch_predictions_equal_estimator_predict_in_csv_and_parquet(digits, tmp_path):
     import pandas as pd
 
-    from tpuestimator.export_jobs import predict_columns, predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_columns, predict_to_file
 
     result = digits["result"]
     _, probs = _estimator_outputs(result, digits["eval"])
@@ -176,8 +176,8 @@ def test_batch_predictions_equal_estimator_predict_in_csv_and_parquet(digits, tm
 
 def test_image_files_predict_like_their_records(digits, tmp_path):
     from tpuestimator.data import make_input_fn
-    from tpuestimator.export_jobs import predict_columns
-    from tpuestimator.job import load_job_config
+    from tpuestimator.jobs.export_jobs import predict_columns
+    from tpuestimator.jobs.job import load_job_config
 
     cfg = load_job_config(digits["result"].model_dir)
     section = dict(cfg.section("data"), eval=digits["eval"])
@@ -193,7 +193,7 @@ def test_image_files_predict_like_their_records(digits, tmp_path):
 def test_cli_predict_writes_a_file_and_bad_input_is_a_clear_error_leaving_nothing(digits, tmp_path, capsys):
     from tpuestimator.cli import main
     from tpuestimator.errors import ConfigError, DataError
-    from tpuestimator.export_jobs import predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_to_file
 
     export = digits["result"].export_dir
     out = tmp_path / "preds.csv"
@@ -222,7 +222,7 @@ def test_predict_on_a_file_that_is_not_tfrecord_names_it_and_writes_nothing(digi
     file, and `--out` writes nothing."""
     from tpuestimator.cli import main
     from tpuestimator.errors import DataError
-    from tpuestimator.export_jobs import predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_to_file
 
     export = digits["result"].export_dir
     garbage = tmp_path / "garbage.tfrecord"
@@ -259,7 +259,7 @@ def test_the_progress_bar_shows_on_a_terminal_unless_quiet(digits, tmp_path, mon
 
 def test_parquet_without_pyarrow_names_the_extra(digits, tmp_path, monkeypatch):
     from tpuestimator.errors import ConfigError
-    from tpuestimator.prediction_files import PredictionFileWriter
+    from tpuestimator.serving.prediction_files import PredictionFileWriter
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)   # as if pyarrow were not installed
     with pytest.raises(ConfigError, match=r"tpuestimator\[parquet\]"):
@@ -269,7 +269,7 @@ def test_parquet_without_pyarrow_names_the_extra(digits, tmp_path, monkeypatch):
 
 _RSS_SCRIPT = """
 import sys
-from tpuestimator.export_jobs import predict_to_file
+from tpuestimator.jobs.export_jobs import predict_to_file
 
 def status(key):   # MB
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key)) / 1024
@@ -314,10 +314,10 @@ def test_batch_prediction_memory_stays_flat_in_the_number_of_records(binary, tmp
 def test_an_export_with_only_the_features_signature_reads_records_with_the_data_layer(digits, tmp_path):
     """Exports from before the three signatures (`serving_default` = decoded features): records are
     decoded by the data layer, images by `decode_image_files`; the same predictions."""
-    from tpuestimator.batch_predict import ExportPredictor
-    from tpuestimator.export_jobs import predict_columns
-    from tpuestimator.job import build_estimator, input_fn_for, load_job_config
-    from tpuestimator.serving import write_export_metadata
+    from tpuestimator.jobs.export_jobs import predict_columns
+    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.serving.batch_predict import ExportPredictor
+    from tpuestimator.serving.exports import write_export_metadata
     from tpuestimator.spec import Mode
 
     cfg = load_job_config(digits["result"].model_dir)
@@ -362,8 +362,8 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     """The README's TF Serving requests, built as written there (the shell line run by bash, the
     Python lines run), go through the loaded signatures and give the predictions of the records."""
     from tpuestimator.data import make_input_fn
-    from tpuestimator.export_jobs import predict_columns
-    from tpuestimator.job import load_job_config
+    from tpuestimator.jobs.export_jobs import predict_columns
+    from tpuestimator.jobs.job import load_job_config
     from tpuestimator.serving import open_export
 
     readme = (REPO / "README.md").read_text()

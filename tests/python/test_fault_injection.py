@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tpuestimator.modeldir import checkpoint_step
+from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)

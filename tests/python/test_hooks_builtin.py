@@ -79,7 +79,7 @@ def test_host_call_hook_writes_every_step_and_costs_nothing_when_off(tmp_path, r
     assert est.num_replicas == replicas
     loop_logs = []
     est.train(array_input_fn(x, y), max_steps=5, hooks=[lambda e, i: loop_logs.append(i) if e == "after_loop" else None])
-    assert est._per_step_loop is None  # no HostCallHook: the default loop, no buffers
+    assert est.trainer.per_step_buffers is None  # no HostCallHook: the default loop, no buffers
     calls = []
     hook = HostCallHook(str(tmp_path / "logs"), fn=lambda step, values: calls.append((step, values)),
                         keep_history=True)
@@ -98,7 +98,7 @@ def test_host_call_hook_writes_every_step_and_costs_nothing_when_off(tmp_path, r
 
 
 def test_checkpoint_saver_hook_saves_at_loop_boundaries(tmp_path):
-    from tpuestimator.hooks.stopping import CheckpointSaverHook
+    from tpuestimator.core.stopping import CheckpointSaverHook
 
     x, y = make_data(256)
     est = _estimator(tmp_path, iterations_per_loop=2, keep_checkpoint_max=20)
@@ -152,7 +152,7 @@ def test_job_writes_hparams_and_watch_and_profile_from_the_config(tmp_path, capl
     from tensorboard.backend.event_processing import event_accumulator
 
     from tpuestimator.examples import write_example
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     cfg = write_example("digits", tmp_path / "d")
     with caplog.at_level(logging.INFO, logger="tpuestimator"):

@@ -15,8 +15,8 @@ def _estimator(tmp_path, learning_rate: float):
 
 
 def test_early_stopping_hook_stops_at_the_third_eval_after_the_first_on_a_plateau(tmp_path):
-    from tpuestimator.hooks.stopping import EarlyStoppingHook
-    from tpuestimator.training import EvalSpec, TrainSpec, train_and_evaluate
+    from tpuestimator.core.stopping import EarlyStoppingHook
+    from tpuestimator.core.training import EvalSpec, TrainSpec, train_and_evaluate
 
     x, y = make_data(256)
     est = _estimator(tmp_path, learning_rate=0.0)  # the loss never changes: a plateau from the first eval
@@ -34,7 +34,7 @@ def test_early_stopping_hook_stops_at_the_third_eval_after_the_first_on_a_platea
 
 
 def test_early_stopping_hook_resets_patience_on_improvement(tmp_path):
-    from tpuestimator.hooks.stopping import EarlyStoppingHook
+    from tpuestimator.core.stopping import EarlyStoppingHook
 
     hook = EarlyStoppingHook(monitor="accuracy", mode="auto", patience=1, min_delta=0.01)
     assert hook.mode == "max"
@@ -50,7 +50,7 @@ def test_early_stopping_hook_resets_patience_on_improvement(tmp_path):
 
 
 def test_hook_and_config_early_stopping_share_one_comparison():
-    from tpuestimator.hooks.stopping import EarlyStoppingHook
+    from tpuestimator.core.stopping import EarlyStoppingHook
 
     values = [1.0, 0.95, 0.949, 0.90, 0.90, 0.899, 0.95]
     import tempfile

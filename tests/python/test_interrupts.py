@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.interrupts import EXIT_CODES, StopOnSignal, TrainingInterrupted
-from tpuestimator.modeldir import checkpoint_step
+from tpuestimator.jobs.interrupts import EXIT_CODES, StopOnSignal, TrainingInterrupted
+from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
@@ -33,7 +33,7 @@ def send_at(step_wanted: int, *signals: int):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_saves_a_checkpoint_marks_the_run_interrupted_and_a_rerun_resumes(tmp_path, fixtures_dir, sig):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir, runs = str(tmp_path / "m"), tmp_path / "runs"
@@ -64,7 +64,7 @@ def test_a_signal_saves_a_checkpoint_marks_the_run_interrupted_and_a_rerun_resum
 
 
 def test_a_signal_during_an_evaluation_stops_after_it(tmp_path, fixtures_dir):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     def during_eval(event, info):
         if event == "after_eval" and info["step"] == 30:
@@ -78,7 +78,7 @@ def test_a_signal_during_an_evaluation_stops_after_it(tmp_path, fixtures_dir):
 
 
 def test_a_second_sigint_aborts_without_waiting_for_a_checkpoint(tmp_path, fixtures_dir):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     with pytest.raises(TrainingInterrupted) as err:
         run_job(str(fixtures_dir / "parity" / "parity.yaml"), overrides=OVERRIDES, model_dir=str(tmp_path / "m"),
@@ -95,7 +95,7 @@ def test_a_second_sigint_aborts_without_waiting_for_a_checkpoint(tmp_path, fixtu
 
 def test_without_handlers_a_keyboard_interrupt_is_recorded_as_interrupted(tmp_path, fixtures_dir):
     """R's Ctrl-C reaches Python as KeyboardInterrupt (no handlers installed for R)."""
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     def interrupt(event, info):
         if event == "after_loop" and info["step"] == 10:

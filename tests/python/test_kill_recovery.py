@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.faults import RETURN_CODE
+from tpuestimator.system.faults import RETURN_CODE
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
 

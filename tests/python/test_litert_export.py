@@ -23,7 +23,7 @@ DIGITS = Path(__file__).resolve().parents[2] / "python" / "tpuestimator" / "exam
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A digits CNN trained 200 steps, exported by the job with 3 warmup requests."""
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     tmp = tmp_path_factory.mktemp("litert")
     result = run_job(str(DIGITS / "digits.yaml"), model_dir=str(tmp / "model"), record=False,
@@ -34,7 +34,7 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eval_features(trained):
-    from tpuestimator.job import input_fn_for, load_job_config
+    from tpuestimator.jobs.job import input_fn_for, load_job_config
 
     cfg = load_job_config(trained[1].model_dir)
     ds = input_fn_for(cfg, "eval")({"batch_size": 360, "mode": "eval", "input_context": None, "seed": 0,
@@ -45,7 +45,7 @@ def eval_features(trained):
 @pytest.fixture(scope="module")
 def exports(trained):
     """Every quantization mode, exported once."""
-    from tpuestimator.model_dir_jobs import export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model
 
     tmp, result = trained
     return {mode: export_model(result.model_dir, str(tmp / "lite"), format="tflite", quantize=mode,
@@ -57,7 +57,7 @@ def _compare(result, images) -> tuple[float, float]:
     """(max |p_tflite - p_savedmodel|, top-1 agreement) over `images`, computed here."""
     import tensorflow as tf
 
-    from tpuestimator import litert
+    from tpuestimator.serving import litert
 
     model = litert.interpreter(Path(result.path).read_bytes())
     ours = litert.run(model, {"image": images})
@@ -94,7 +94,7 @@ def test_quantized_tflite_keeps_top1_on_99_percent_of_the_eval_set(exports, eval
 
 
 def test_int8_is_full_integer_calibrated_on_training_batches(exports):
-    from tpuestimator import litert
+    from tpuestimator.serving import litert
 
     result = exports["int8"]
     assert result.tflite["representative_examples"] == 2 * 64          # 2 batches of eval.batch_size
@@ -122,7 +122,7 @@ def test_the_command_prints_the_figures(trained, capsys):
 
 def test_bad_quantize_and_counts_are_clear_errors(trained, tmp_path):
     from tpuestimator.errors import ConfigError
-    from tpuestimator.model_dir_jobs import export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model
 
     model_dir = trained[1].model_dir
     with pytest.raises(ConfigError, match=r"quantize.*int4.*none \| dynamic \| float16 \| int8"):
@@ -142,9 +142,9 @@ def test_bad_quantize_and_counts_are_clear_errors(trained, tmp_path):
 def test_warmup_requests_hold_real_records_for_serving_default(trained, tmp_path):
     import tensorflow as tf
 
-    from tpuestimator.model_dir_jobs import export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model
     from tpuestimator.serving import open_export
-    from tpuestimator.warmup import read_warmup_requests
+    from tpuestimator.serving.warmup import read_warmup_requests
 
     _, result = trained
     records = [r.numpy() for r in tf.data.TFRecordDataset(str(DIGITS / "eval.tfrecord")).take(5)]
@@ -162,8 +162,8 @@ def test_warmup_requests_hold_real_records_for_serving_default(trained, tmp_path
 
 def test_warmup_beyond_what_tf_serving_reads_is_an_error(trained, tmp_path):
     from tpuestimator.errors import ConfigError
-    from tpuestimator.job import load_job_config
-    from tpuestimator.model_dir_jobs import write_warmup
+    from tpuestimator.jobs.job import load_job_config
+    from tpuestimator.jobs.model_dir_jobs import write_warmup
 
     cfg = load_job_config(trained[1].model_dir)
     with pytest.raises(ConfigError, match=r"export.warmup.*1001.*at most 1000"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuestimator.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
+from tpuestimator.jobs.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
 from tpuestimator.runs import check_run_dir, ls_runs
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
@@ -67,7 +67,7 @@ def test_readers_share_and_keep_a_training_out(tmp_path):
 def test_an_evaluate_or_export_refused_by_a_training_names_its_pid(tmp_path, fixtures_dir):
     """Issue 19.9: the refusal said "two jobs must not evaluate or export at once" (evaluations
     do share); it names the training, its pid first, and the error carries `pid`."""
-    from tpuestimator.model_dir_jobs import evaluate_job, export_model
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job, export_model
 
     model_dir = tmp_path / "m"
     model_dir.mkdir()
@@ -88,7 +88,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path, c
     dead = _dead_pid()
     (model_dir / LOCK_FILE).write_text(json.dumps({"pid": dead, "host": socket.gethostname(), "started": time.time(),
                                                    "command": "tpuestimator train old.yaml", "mode": "train"}))
-    with caplog.at_level(logging.WARNING, logger="tpuestimator.model_dir_lock"), ModelDirLock(model_dir):
+    with caplog.at_level(logging.WARNING, logger="tpuestimator.jobs.model_dir_lock"), ModelDirLock(model_dir):
         assert json.loads((model_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
     assert f"stale lock of pid {dead}" in caplog.text and "old.yaml" in caplog.text
 
@@ -135,7 +135,7 @@ def test_only_the_chief_of_a_cluster_takes_the_lock(tf_config, needed):
 
 
 def test_a_training_job_refuses_a_locked_model_dir_and_releases_its_own(tmp_path, fixtures_dir):
-    from tpuestimator.job import evaluate_job, run_job
+    from tpuestimator.jobs.job import evaluate_job, run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir = tmp_path / "m"

@@ -42,7 +42,7 @@ def test_to_json_is_strict_json_of_numpy_values_paths_and_bytes(tmp_path):
 
 
 def test_to_json_uses_the_core_json_safe():
-    from tpuestimator import io
+    from tpuestimator.system import io
 
     assert bridge.to_json({"a": [float("inf"), np.int32(2)]}) == json.dumps(io.json_safe({"a": [float("inf"), 2]}))
 

@@ -18,14 +18,14 @@ def _learning_rate(model_dir) -> float:
 def test_a_changed_learning_rate_wins_over_the_checkpoint(tmp_path, fixtures_dir, caplog):
     """The README's `--set params.learning_rate=1e-3` on a resumed run: Adam's learning rate used to
     come back from the checkpoint (0.1) while the run recorded the new value."""
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.runs import run_info
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir, runs = tmp_path / "m", str(tmp_path / "runs")
     run_job(config, overrides=["train.max_steps=10"], model_dir=str(model_dir), record=False, export=False)
     assert _learning_rate(model_dir) == pytest.approx(0.1)
-    with caplog.at_level(logging.WARNING, logger="tpuestimator.checkpointing"):
+    with caplog.at_level(logging.WARNING, logger="tpuestimator.core.checkpointing"):
         resumed = run_job(config, overrides=["train.max_steps=20", "params.learning_rate=0.01"],
                           model_dir=str(model_dir), runs_dir=runs, export=False, resume=True)
     assert "learning_rate 0.1 -> 0.01 from the config" in caplog.text
@@ -33,7 +33,7 @@ def test_a_changed_learning_rate_wins_over_the_checkpoint(tmp_path, fixtures_dir
     assert run_info(resumed.run_dir)["flags"]["learning_rate"] == 0.01
     # the same settings again: nothing to replace, nothing logged
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="tpuestimator.checkpointing"):
+    with caplog.at_level(logging.WARNING, logger="tpuestimator.core.checkpointing"):
         run_job(config, overrides=["train.max_steps=30", "params.learning_rate=0.01"], model_dir=str(model_dir),
                 record=False, export=False)
     assert "from the config" not in caplog.text
@@ -42,8 +42,8 @@ def test_a_changed_learning_rate_wins_over_the_checkpoint(tmp_path, fixtures_dir
 def test_an_architecture_change_on_resume_is_refused_by_name(tmp_path, fixtures_dir):
     """A change that cannot take effect on the checkpoint (other variables) fails before training,
     naming each changed field with both values and the fix; the model dir's config is kept."""
-    from tpuestimator.job import run_job
-    from tpuestimator.modeldir import ModelDirConflictError
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.jobs.modeldir import ModelDirConflictError
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir = tmp_path / "m"

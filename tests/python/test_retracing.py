@@ -1,6 +1,6 @@
 """Jobs run one after another in one process (R's `tpu_train()` in a console, a notebook)
 must not log TensorFlow's "triggered tf.function retracing" warning: every job builds new
-device functions over new variables, which is not retracing (`tpuestimator.tracing`)."""
+device functions over new variables, which is not retracing (`tpuestimator.core.tracing`)."""
 from __future__ import annotations
 
 import logging
@@ -36,7 +36,7 @@ def tf_warnings():
 def test_jobs_in_one_process_log_no_retracing(tmp_path, fixtures_dir, tf_warnings):
     """Three small jobs: TensorFlow warns from the 5th trace of one function; before the fix
     the TensorBoard writers alone traced 4 functions per job (the 3rd job warned)."""
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     for i in range(3):

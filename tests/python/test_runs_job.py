@@ -13,7 +13,7 @@ from tpuestimator.runs.report import render_run_report
 
 
 def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     runs_dir = tmp_path / "runs"
@@ -68,8 +68,8 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
 def test_a_model_dir_is_never_silently_reused_with_other_settings(tmp_path, fixtures_dir):
     """Issue 12.1: the second run with another learning rate used to restore the first run's
     checkpoint, train nothing and record the first run's metrics as its own."""
-    from tpuestimator.job import run_job
-    from tpuestimator.modeldir import ModelDirConflictError
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.jobs.modeldir import ModelDirConflictError
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir, runs_dir = str(tmp_path / "m"), str(tmp_path / "runs")

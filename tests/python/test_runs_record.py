@@ -289,7 +289,7 @@ def test_killed_run_is_still_listed(tmp_path):
 
 KILLED_AFTER_EVAL = r"""
 import os, signal, sys
-from tpuestimator.job import run_job
+from tpuestimator.jobs.job import run_job
 
 def kill_after_eval(event, info):
     if event == "after_eval":  # hooks given to run_job run after the job's own

@@ -43,7 +43,7 @@ pickle.dump(out, open(sys.argv[2], "wb"))
 
 
 def _job(config: str, model_dir: Path):
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
 
     return run_job(config, overrides=TINY, model_dir=str(model_dir), record=False)
 
@@ -56,7 +56,7 @@ def _records(path: str, n: int | None = None) -> list[bytes]:
 
 
 def _estimator_predictions(model_dir: str, pattern: str | None = None) -> dict:
-    from tpuestimator.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
 
     cfg = load_job_config(model_dir)
     est = build_estimator(cfg, model_dir=model_dir)
@@ -67,7 +67,7 @@ def _estimator_predictions(model_dir: str, pattern: str | None = None) -> dict:
 
 
 def _eval_features(model_dir: str) -> np.ndarray:
-    from tpuestimator.job import input_fn_for, load_job_config
+    from tpuestimator.jobs.job import input_fn_for, load_job_config
 
     cfg = load_job_config(model_dir)
     ds = input_fn_for(cfg, "eval")({"batch_size": 64, "mode": "eval", "input_context": None, "seed": 0,
@@ -210,7 +210,7 @@ def test_open_export_runs_a_signature_on_a_batch(digits):
 
 def test_export_job_and_best_exporter_write_the_signatures(digits, tmp_path):
     """`tpuestimator export` (export_job) and the best exporter write the same three signatures."""
-    from tpuestimator.job import export_job
+    from tpuestimator.jobs.job import export_job
     from tpuestimator.serving import open_export
 
     model_dir = str(Path(digits["export"]).parents[2])

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow   # one 20-step training run and two exports (abou
 def job(tmp_path_factory):
     import tensorflow as tf
 
-    from tpuestimator.job import build_estimator, input_fn_for, load_job_config, run_job
+    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config, run_job
 
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
@@ -85,7 +85,7 @@ def test_predict_with_the_export_matches_estimator_predict(job):
 
 
 def test_tflite_conversion_of_the_features_signature(job):
-    from tpuestimator import litert
+    from tpuestimator.serving import litert
 
     content = litert.convert(job["export"])
     out = litert.run(litert.interpreter(content), {"image": job["natural"][:1]})
@@ -96,7 +96,7 @@ def test_export_job_from_checkpoints_applies_the_transpose(job, tmp_path):
     """`tpuestimator export` (export_job) rebuilds the Estimator from the job's input: same signatures."""
     import tensorflow as tf
 
-    from tpuestimator.job import export_job
+    from tpuestimator.jobs.job import export_job
 
     path = export_job(str(Path(job["export"]).parents[2]), str(tmp_path / "manual"))
     loaded = tf.saved_model.load(path)
@@ -109,8 +109,8 @@ def test_export_job_from_checkpoints_applies_the_transpose(job, tmp_path):
 def test_tflite_export_calibrates_and_verifies_in_the_client_layout(job, tmp_path):
     """`tpuestimator export --format tflite --quantize int8`: the calibration and check batches go
     to the `features` signature, so they are read untransposed, as clients send them."""
-    from tpuestimator import litert
-    from tpuestimator.model_dir_jobs import export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model
+    from tpuestimator.serving import litert
 
     result = export_model(str(Path(job["export"]).parents[2]), str(tmp_path / "lite"), format="tflite",
                           quantize="int8", representative_batches=1, warmup=0)
@@ -124,7 +124,7 @@ def test_tflite_export_calibrates_and_verifies_in_the_client_layout(job, tmp_pat
 def test_evaluate_export_reads_the_eval_records_untransposed(job):
     """`tpuestimator evaluate EXPORT_DIR`: the eval pipeline's batches go to the `features`
     signature in the client layout; its accuracy is the Estimator's on the same records."""
-    from tpuestimator.export_jobs import evaluate_export
+    from tpuestimator.jobs.export_jobs import evaluate_export
 
     report = evaluate_export(job["export"], batch_size=64, record=False)
     assert report["num_examples"] == 360

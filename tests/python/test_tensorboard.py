@@ -15,7 +15,7 @@ import pytest
 
 from tpuestimator.commands.tensorboard import resolve_targets
 from tpuestimator.runs import RunRecorder
-from tpuestimator.tensorboard import TensorBoardError, logdir_arguments, start_tensorboard
+from tpuestimator.runs.tensorboard import TensorBoardError, logdir_arguments, start_tensorboard
 
 
 @pytest.fixture(autouse=True)

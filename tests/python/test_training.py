@@ -19,7 +19,7 @@ def _estimator(model_dir, lr=0.05):
 
 def _on_eval(fn):
     """A hook calling fn(step, metrics) after each evaluation (what `on_eval=` did)."""
-    from tpuestimator.hooks.base import Hook
+    from tpuestimator.core.hooks import Hook
 
     class OnEval(Hook):
         def after_eval(self, step, metrics):
@@ -28,7 +28,7 @@ def _on_eval(fn):
 
 
 def test_evaluates_every_n_steps_and_exports(tmp_path):
-    from tpuestimator.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+    from tpuestimator.core.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 
     x, y = make_data(300)
     est = _estimator(tmp_path / "m")
@@ -48,7 +48,7 @@ def test_evaluates_every_n_steps_and_exports(tmp_path):
 
 
 def test_best_exporter_state_survives_a_restart(tmp_path):
-    from tpuestimator.training import BestExporter
+    from tpuestimator.core.training import BestExporter
 
     x, y = make_data(300)
     est = _estimator(tmp_path / "m")
@@ -64,7 +64,7 @@ def test_best_exporter_state_survives_a_restart(tmp_path):
 
 
 def test_early_stopping_stops_at_the_expected_evaluation(tmp_path):
-    from tpuestimator.training import EarlyStopping, EvalSpec, TrainSpec, train_and_evaluate
+    from tpuestimator.core.training import EarlyStopping, EvalSpec, TrainSpec, train_and_evaluate
 
     x, y = make_data(200)
     est = _estimator(tmp_path / "m", lr=0.0)     # a known plateau: the metric never improves
@@ -86,8 +86,8 @@ def test_a_jobs_exports_carry_their_metadata_the_moment_they_appear(tmp_path, fi
     assets.extra/tpuestimator.json only when the job ended (and then with the job's last
     global step): `tpuestimator predict` could not read a best export while training went on,
     nor ever if the job was killed. Each export is read here as it appears (after_export)."""
-    from tpuestimator.job import run_job
-    from tpuestimator.serving import EXPORT_META
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.serving.exports import EXPORT_META
 
     seen = {}
 

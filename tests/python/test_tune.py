@@ -7,8 +7,8 @@ import random
 import pytest
 
 from tpuestimator.commands.tune import parse_grid
+from tpuestimator.jobs.tune import flag_grid, override_text, sample_grid
 from tpuestimator.runs import check_run_dir, ls_runs
-from tpuestimator.runs.tune import flag_grid, override_text, sample_grid
 
 
 def test_grid_order_sampling_and_parsing():
@@ -53,7 +53,7 @@ def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any
     combination, after starting each training."""
     from tpuestimator.cli import main
     from tpuestimator.errors import ConfigError
-    from tpuestimator.runs.tune import tuning_run
+    from tpuestimator.jobs.tune import tuning_run
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     runs_dir = tmp_path / "runs"
@@ -124,7 +124,7 @@ def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):
     TensorFlow's "triggered tf.function retracing" warnings."""
     import logging
 
-    from tpuestimator.console import quiet_tensorflow
+    from tpuestimator.system.console import quiet_tensorflow
 
     tf_logger = logging.getLogger("tensorflow")
     try:

@@ -19,7 +19,7 @@ def _per_device_iterators(strategy, dataset_fn):
 def test_mirrored_input_per_device_datasets_do_not_autotune():
     import tensorflow as tf
 
-    from tpuestimator.workarounds import fast_multi_device_iterator_teardown
+    from tpuestimator.core.workarounds import fast_multi_device_iterator_teardown
 
     assert fast_multi_device_iterator_teardown()
     assert fast_multi_device_iterator_teardown()            # a second call changes nothing
@@ -42,7 +42,7 @@ def test_building_a_strategy_puts_the_work_around_in_place(python_env):
     import sys
 
     code = ("from tensorflow.python.data.ops import multi_device_iterator_ops as mdi\n"
-            "from tpuestimator.devices import make_strategy\n"
+            "from tpuestimator.core.devices import make_strategy\n"
             "assert not hasattr(mdi._create_device_dataset, '__wrapped__')\n"
             "make_strategy({'strategy': 'mirrored'})\n"
             "assert hasattr(mdi._create_device_dataset, '__wrapped__')\n")

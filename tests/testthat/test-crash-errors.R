@@ -26,7 +26,7 @@ test_that("tpu_train with a model that cannot be imported fails up front, writin
 test_that("a full disk reaches R as tpuestimator_disk_full_error with its fields", {
   skip_if_no_tpuestimator()
   # the translation a checkpoint or run-record write goes through, fed a real ENOSPC OSError
-  diskspace <- reticulate::import("tpuestimator.diskspace")
+  diskspace <- reticulate::import("tpuestimator.system.diskspace")
   builtins <- reticulate::import_builtins()
   translation <- diskspace$translate_disk_full(tempdir(), "checkpoint of step 150",
                                                kept = "The last complete checkpoint is intact.")

@@ -47,7 +47,7 @@ test_that("tpu_train() on a model dir another job trains fails with a model-dir-
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   dir <- local_work_dir()
-  lock <- reticulate::import("tpuestimator.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
+  lock <- reticulate::import("tpuestimator.jobs.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
                                                                          command = "tpuestimator train other.yaml")
   lock$acquire()
   on.exit(lock$release(), add = TRUE)
@@ -67,7 +67,7 @@ test_that("tpu_evaluate() refused by a training's lock names the training's pid,
   dir <- local_work_dir()
   dir.create("m")
   file.copy(fixture_path("parity", "parity.yaml"), file.path("m", "config.yaml"))
-  lock <- reticulate::import("tpuestimator.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
+  lock <- reticulate::import("tpuestimator.jobs.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
                                                                          command = "tpuestimator train other.yaml")
   lock$acquire()
   on.exit(lock$release(), add = TRUE)

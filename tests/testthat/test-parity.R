@@ -4,7 +4,7 @@
 python_run_job <- function(python, config, model_dir, runs_dir) {
   script <- paste(
     "import json, sys",
-    "from tpuestimator.job import run_job",
+    "from tpuestimator.jobs.job import run_job",
     "r = run_job(sys.argv[1], model_dir=sys.argv[2], runs_dir=sys.argv[3])",
     "out = {'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}",
     "print('RESULT ' + json.dumps(out))",

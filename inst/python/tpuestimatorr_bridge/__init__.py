@@ -53,7 +53,7 @@ _R_BYTES = {"double": "<f8", "integer": "<i4"}
 
 def _json_default(value: Any) -> Any:
     """What `json.dumps` cannot write itself: arrays, bytes, paths; anything else as text."""
-    from tpuestimator.io import json_safe
+    from tpuestimator.system.io import json_safe
 
     if hasattr(value, "tolist") and callable(value.tolist):
         return json_safe(value.tolist())
@@ -73,7 +73,7 @@ def to_json(value: Any) -> str:
     Returns:
       The JSON text; values JSON has no form for are written as their `str()`.
     """
-    from tpuestimator.io import json_safe
+    from tpuestimator.system.io import json_safe
 
     return json.dumps(json_safe(value), allow_nan=False, default=_json_default)
 
@@ -178,14 +178,14 @@ def job_result_dict(result: Any) -> dict:
 
 def callable_hook(fn, name: str):
     """A hook calling `fn(event, info)` at every event (an R function wrapped by reticulate)."""
-    from tpuestimator.hooks.base import CallableHook
+    from tpuestimator.core.hooks import CallableHook
 
     return CallableHook(fn, name=name)
 
 
 def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     """Metrics of the latest checkpoint in `model_dir` (a run or model folder)."""
-    from tpuestimator.job import evaluate_job as _evaluate_job
+    from tpuestimator.jobs.job import evaluate_job as _evaluate_job
 
     return _evaluate_job(model_dir, data_pattern=data_pattern)
 
@@ -193,28 +193,28 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
 def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
                     record: bool = True) -> dict:
     """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
-    from tpuestimator.export_jobs import evaluate_export as _evaluate_export
+    from tpuestimator.jobs.export_jobs import evaluate_export as _evaluate_export
 
     return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
 
 
 def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
     """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
-    from tpuestimator.export_jobs import predict_columns
+    from tpuestimator.jobs.export_jobs import predict_columns
 
     return predict_columns(export_dir, list(files), batch_size=int(batch_size))
 
 
 def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
     """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
-    from tpuestimator.export_jobs import predict_to_file as _predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_to_file as _predict_to_file
 
     return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
 
 
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
-    from tpuestimator.job import export_job as _export_job
+    from tpuestimator.jobs.job import export_job as _export_job
 
     return _export_job(model_dir, export_dir, format=format)
 
@@ -225,7 +225,7 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
     verification report or None), `warmup_requests`."""
     import dataclasses
 
-    from tpuestimator.model_dir_jobs import export_model as _export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model as _export_model
 
     result = _export_model(model_dir, export_dir, format=format, quantize=quantize, warmup=warmup,
                            representative_batches=representative_batches)
@@ -234,14 +234,14 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
 
 def predict(export_dir: str, features: Any) -> list[dict]:
     """Per-example predictions of the SavedModel in `export_dir`."""
-    from tpuestimator.job import predict as _predict
+    from tpuestimator.jobs.job import predict as _predict
 
     return _predict(export_dir, features)
 
 
 def check_config(config: Any) -> Any:
     """TPU-readiness report of a config (a `JobConfig`, a dict or a file path)."""
-    from tpuestimator.check import check_config as _check_config
+    from tpuestimator.jobs.check import check_config as _check_config
 
     return _check_config(config)
 
@@ -267,7 +267,7 @@ def write_example(name: str, out_dir: str) -> str:
 
 def quiet_tensorflow(quiet: bool = True) -> None:
     """TensorFlow's C++ log lines and retracing warnings kept off (or back on) the R console."""
-    from tpuestimator.console import quiet_tensorflow as _quiet_tensorflow
+    from tpuestimator.system.console import quiet_tensorflow as _quiet_tensorflow
 
     _quiet_tensorflow(bool(quiet))
 
@@ -280,7 +280,7 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
     The tasks' log lines arrive on reader threads, where calling back into R is unsafe, so
     they go straight to the process's stderr (file descriptor 2) with their task prefix.
     """
-    from tpuestimator.local_cluster import cluster_job
+    from tpuestimator.cluster.local_cluster import cluster_job
 
     def on_line(task, line: str) -> None:
         if verbose:

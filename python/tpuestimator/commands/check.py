@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.check import check_config
+    from tpuestimator.jobs.check import check_config
 
     report = check_config(args.config, overrides=args.overrides, num_cores=args.cores)
     if args.json:

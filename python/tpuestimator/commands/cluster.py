@@ -32,10 +32,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.local_cluster import ClusterShape, run_local_cluster
+    from tpuestimator.cluster.local_cluster import ClusterShape, run_local_cluster
 
     if args.print_k8s:
-        from tpuestimator.kubernetes import manifest_yaml
+        from tpuestimator.cluster.kubernetes import manifest_yaml
 
         shape = ClusterShape(workers=args.workers, ps=args.ps, evaluator=args.evaluator)
         sys.stdout.write(manifest_yaml(shape, config_path=args.config, image=args.image, name=args.name,

@@ -24,11 +24,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.export_jobs import is_export_dir
+    from tpuestimator.jobs.export_jobs import is_export_dir
 
     if is_export_dir(args.model_dir):
         return _run_export(args)
-    from tpuestimator.model_dir_jobs import evaluate_job
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job
 
     metrics = evaluate_job(args.model_dir, overrides=args.overrides, data_pattern=args.data)
     print("evaluation:")
@@ -40,7 +40,7 @@ def _run_export(args) -> int:
     from tqdm import tqdm
 
     from tpuestimator.errors import ConfigError
-    from tpuestimator.export_jobs import evaluate_export
+    from tpuestimator.jobs.export_jobs import evaluate_export
 
     if args.overrides:
         raise ConfigError("--set", args.overrides, "no --set with an export (its configuration is fixed)")

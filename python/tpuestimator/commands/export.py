@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.model_dir_jobs import export_model
+    from tpuestimator.jobs.model_dir_jobs import export_model
 
     result = export_model(args.model_dir, args.out, format=args.format, quantize=args.quantize, warmup=args.warmup,
                           representative_batches=args.representative_batches, overrides=args.overrides)

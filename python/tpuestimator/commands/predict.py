@@ -28,7 +28,7 @@ def run(args) -> int:
         raise ConfigError("--batch-size", args.batch_size, "an integer >= 1")
     if args.out is None:
         return _print_lines(args)
-    from tpuestimator.export_jobs import predict_to_file
+    from tpuestimator.jobs.export_jobs import predict_to_file
 
     with tqdm(unit=" records", disable=args.quiet or not sys.stderr.isatty(), file=sys.stderr) as bar:
         result = predict_to_file(args.export_dir, args.files, args.out, batch_size=args.batch_size,
@@ -38,9 +38,9 @@ def run(args) -> int:
 
 
 def _print_lines(args) -> int:
-    from tpuestimator.batch_predict import ExportPredictor, iter_predictions
-    from tpuestimator.io import json_safe
-    from tpuestimator.prediction_files import prediction_columns
+    from tpuestimator.serving.batch_predict import ExportPredictor, iter_predictions
+    from tpuestimator.serving.prediction_files import prediction_columns
+    from tpuestimator.system.io import json_safe
 
     predictor = ExportPredictor(args.export_dir)
     printed = 0

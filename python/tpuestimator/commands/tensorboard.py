@@ -71,7 +71,7 @@ def resolve_targets(targets: Sequence[str], runs_dir: str) -> str | dict[str, st
 def run(args: argparse.Namespace) -> int:
     """Starts TensorBoard, prints its URL and waits; Ctrl-C stops it. Returns the exit code."""
     from tpuestimator.errors import TPUEstimatorError
-    from tpuestimator.tensorboard import start_tensorboard
+    from tpuestimator.runs.tensorboard import start_tensorboard
 
     try:
         logdir = resolve_targets(args.targets, args.runs_dir)

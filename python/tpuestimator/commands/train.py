@@ -34,15 +34,15 @@ def print_metrics(metrics: dict, stream=None) -> None:
 
 
 def run(args) -> int:
-    from tpuestimator.cluster_task import serve, task_duty
+    from tpuestimator.cluster.sidecar import run_sidecar_evaluator
+    from tpuestimator.cluster.tasks import serve, task_duty
     from tpuestimator.config import load_config
     from tpuestimator.hooks.builtin import ProgressBarHook
-    from tpuestimator.job import run_job
+    from tpuestimator.jobs.job import run_job
     from tpuestimator.models import resolve_model_fn
-    from tpuestimator.sidecar import run_sidecar_evaluator
 
     cfg = load_config(args.config, args.overrides)  # fails on a bad field before TensorFlow starts
-    resolve_model_fn(cfg.model)  # so does a model function that cannot be imported
+    model_fn = resolve_model_fn(cfg.model)  # so does one that cannot be imported; resolved once, passed on
     role = task_duty(cfg.run.strategy)  # TF_CONFIG's task: a ps/worker server or the evaluator
     if role == "server":
         info = serve()
@@ -61,7 +61,7 @@ def run(args) -> int:
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
         logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
     result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
-                     export=not args.no_export, hooks=[bar], resume=args.resume,
+                     export=not args.no_export, hooks=[bar], resume=args.resume, model_fn=model_fn,
                      handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
     bar.close()
     print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))

@@ -3,7 +3,7 @@
 Each combination of the grid values is trained as a separate run with a new model dir of its
 own (tfruns's ``tuning_run()``); the runs are then listed best first by the final evaluation loss.
 SIGTERM/SIGINT stop it at a checkpoint of the current combination (exit 143/130); the same
-command again continues with the combinations not finished (`tpuestimator.runs.tune`).
+command again continues with the combinations not finished (`tpuestimator.jobs.tune`).
 """
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from tpuestimator.commands.runs import format_table
     from tpuestimator.config import check_field, load_config
+    from tpuestimator.jobs.tune import flag_grid, read_tuning_state, sample_grid, tuning_run, tuning_state_path
     from tpuestimator.models import resolve_model_fn
     from tpuestimator.runs.query import ls_runs
-    from tpuestimator.runs.tune import flag_grid, read_tuning_state, sample_grid, tuning_run, tuning_state_path
 
     try:
         grid = parse_grid(args.grid)
@@ -59,7 +59,7 @@ def run(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "verbose", 0) < 2:  # many jobs in one process: no retracing walls
-        from tpuestimator.console import quiet_tensorflow
+        from tpuestimator.system.console import quiet_tensorflow
 
         quiet_tensorflow()
     cfg = load_config(args.config, args.overrides)

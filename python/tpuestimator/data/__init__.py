@@ -10,6 +10,9 @@ module (and TensorFlow) on first use.
 - `check_labels(data_section, mode, num_classes=)`: every label in range, before training
 - `write_tfrecords(source, out_dir, ...)` (writers), `count_corrupt(pattern)`,
   `corrupt_records_skipped()`, `num_examples(data_section, mode)`
+
+Layer 2: may import the contracts and `core` (`core.input_position`); never runs, hooks,
+debug, serving, jobs, cluster or commands.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 record format, and decoding of image files at serving time.
 
 Shared by the input pipeline (`pipeline.py`), the record diagnosis (`diagnose.py`) and
-prediction from raw files (`tpuestimator.serving.predict`); imports neither of them.
+prediction from raw files (`tpuestimator.serving.exports.predict`); imports neither of them.
 """
 from __future__ import annotations
 

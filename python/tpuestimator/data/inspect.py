@@ -21,7 +21,7 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.diagnose import check_example, iter_records
 from tpuestimator.data.pipeline import build_dataset, list_files
 from tpuestimator.errors import DataError
-from tpuestimator.io import atomic_write_bytes
+from tpuestimator.system.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

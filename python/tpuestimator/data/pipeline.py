@@ -17,6 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpuestimator.core.input_position import SKIPS_ATTRIBUTE, batches_before_step
 from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER, check_assertions  # noqa: F401  (re-exported)
@@ -32,7 +33,6 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
 from tpuestimator.errors import DataError
-from tpuestimator.input_position import SKIPS_ATTRIBUTE, batches_before_step
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
     Returns:
       `input_fn(params)`; `params` holds `batch_size` (per replica), `input_context`
       (`tf.distribute.InputContext` or None), `seed`, `start_step` (train: the stream starts
-      at the batch that global step trains on, `tpuestimator.input_position`) and optionally
+      at the batch that global step trains on, `tpuestimator.core.input_position`) and optionally
       `num_classes` (used to assert labels are in range when the data names no vocabulary).
 
     Raises:
@@ -102,7 +102,7 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
         if skip:
             log.info("resuming the input at step %d: skipping %d batches of records before decoding",
                      int(params["start_step"]), skip)
-        # The same seed in every run, resumed or not: exact resume (tpuestimator.input_position).
+        # The same seed in every run, resumed or not: exact resume (tpuestimator.core.input_position).
         return build_dataset(section, mode, pattern, batch_size=batch_size,
                              input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
                              num_classes=classes, skip_batches=skip, service_job=job)

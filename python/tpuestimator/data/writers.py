@@ -279,7 +279,7 @@ def write_tfrecords(source: Any, out_dir: str | os.PathLike, *, labels: Sequence
         else:
             files = _run_local(plan, tmp, shards)
         manifest = _manifest(plan, files, shards)
-        from tpuestimator.io import atomic_write_json
+        from tpuestimator.system.io import atomic_write_json
 
         atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
         os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)

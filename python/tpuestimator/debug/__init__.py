@@ -13,6 +13,9 @@ Importing `tpuestimator.debug` does not import TensorFlow.
 - `hooks_from_config(debug_section, ...)` builds those hooks for a job.
 - Input assertions (`data.assertions`: finite, min, max, shape) stop bad records at the input
   pipeline, before they reach the model: see `tpuestimator.data`.
+
+Layer 5: may import the contracts, `core`, `data`, `runs` and `hooks`; never serving, jobs,
+cluster or commands.
 """
 from __future__ import annotations
 

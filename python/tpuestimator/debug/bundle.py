@@ -87,7 +87,7 @@ def _parse_any(data: bytes, dtype: str | None):
 
 
 def write_json(bundle_dir: str, payload: Mapping[str, Any]) -> str:
-    from tpuestimator.io import atomic_write_json
+    from tpuestimator.system.io import atomic_write_json
 
     path = os.path.join(bundle_dir, BUNDLE_JSON)
     atomic_write_json(path, {"format_version": FORMAT_VERSION, **payload})

@@ -27,16 +27,16 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tpuestimator.checkpointing import checkpoint_path_step
-from tpuestimator.input_position import train_dataset
+from tpuestimator.core.checkpointing import checkpoint_path_step
+from tpuestimator.core.input_position import train_dataset
+from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import Mode, split_element
-from tpuestimator.tracing import device_function
 
 logger = logging.getLogger(__name__)
 
 
 def _replay_estimator_class():
-    from tpuestimator.estimator import Estimator
+    from tpuestimator.core.estimator import Estimator
 
     class ReplayEstimator(Estimator):
         """An Estimator on one CPU replica that builds the model with the ORIGINAL per-replica
@@ -97,7 +97,7 @@ class HostReplay:
                  warm_start_from: str | None = None):
         import tensorflow as tf
 
-        from tpuestimator.estimator import RunConfig
+        from tpuestimator.core.estimator import RunConfig
 
         self.replica_batch = int(replica_batch)
         self.num_replicas = int(num_replicas)

@@ -1,6 +1,6 @@
 """The NaN/Inf sentinel's report and repro bundle.
 
-The sentinel (`tpuestimator.controller.check_finite`, on by default: `debug.nan_sentinel`)
+The sentinel (`tpuestimator.core.controller.check_finite`, on by default: `debug.nan_sentinel`)
 checks the loop's mean loss and every weight at each loop's end and raises `NonFiniteError`
 before any checkpoint of the bad state is written. `NonFiniteReportHook` (which `run_job`
 registers; add it to `Estimator.train(hooks=...)` elsewhere) then calls `write_report`, which
@@ -23,11 +23,11 @@ import os
 import time
 from typing import Any
 
+from tpuestimator.core.hooks import Hook
 from tpuestimator.debug import bundle as bundle_io
 from tpuestimator.debug.replay import Finding, find_first_nonfinite
 from tpuestimator.errors import NonFiniteError
-from tpuestimator.hooks.base import Hook
-from tpuestimator.io import atomic_directory, atomic_write_json, atomic_write_text
+from tpuestimator.system.io import atomic_directory, atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -2,6 +2,8 @@
 
 `write_example(name, out_dir)` puts an example's config and data in a folder and returns the
 config's path, ready for `tpuestimator train <config>` or `run_job(<config>)`.
+
+Layer 2 (beside `data`, whose writers it uses): may import the contracts, `core` and `data`.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 from importlib import resources
 
 from tpuestimator.errors import ConfigError
-from tpuestimator.io import atomic_write_bytes
+from tpuestimator.system.io import atomic_write_bytes
 
 _EXAMPLES = {
     "digits": "UCI optdigits: 1,797 8x8 grey digit images (1,437 train / 360 eval) in the "

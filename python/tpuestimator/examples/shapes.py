@@ -84,7 +84,7 @@ def generate(out_dir: str, *, n_train: int = 360, n_eval: int = 120, seed: int =
     from tpuestimator.data import encode
     from tpuestimator.data.manifest import build_manifest, split_info
     from tpuestimator.data.writers import write_shard
-    from tpuestimator.io import atomic_write_json, atomic_write_text
+    from tpuestimator.system.io import atomic_write_json, atomic_write_text
 
     os.makedirs(out_dir, exist_ok=True)
     rng = np.random.default_rng(seed)

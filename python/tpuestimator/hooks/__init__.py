@@ -2,13 +2,16 @@
 
 The built-in hooks load on first use (`from tpuestimator.hooks import EarlyStoppingHook`);
 none imports TensorFlow at import time.
+
+Layer 4: may import the contracts, `core`, `data` and `runs`; never debug, serving, jobs,
+cluster or commands. The hook protocol itself is `core.hooks` (the core calls it).
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from tpuestimator.hooks.base import CallableHook, Hook, HookList, as_hook
+from tpuestimator.core.hooks import CallableHook, Hook, HookList, as_hook
 
 _LAZY = {
     "LoggingHook": "tpuestimator.hooks.builtin",
@@ -17,8 +20,8 @@ _LAZY = {
     "ProgressBarHook": "tpuestimator.hooks.builtin",
     "StopAtStepHook": "tpuestimator.hooks.builtin",
     "TimingHook": "tpuestimator.hooks.builtin",
-    "EarlyStoppingHook": "tpuestimator.hooks.stopping",
-    "CheckpointSaverHook": "tpuestimator.hooks.stopping",
+    "EarlyStoppingHook": "tpuestimator.core.stopping",
+    "CheckpointSaverHook": "tpuestimator.core.stopping",
     "ProfilerHook": "tpuestimator.hooks.profiler",
     "HostCallHook": "tpuestimator.hooks.host_call",
     "WatchHook": "tpuestimator.hooks.watch",

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tpuestimator.hooks.base import Hook
-from tpuestimator.tracing import device_function
+from tpuestimator.core.hooks import Hook
+from tpuestimator.core.tracing import device_function
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 logger = logging.getLogger(__name__)
 

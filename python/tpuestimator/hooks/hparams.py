@@ -3,7 +3,7 @@
 `SummaryHook` writes the curves (`<logdir>/train`, `<logdir>/eval`); this hook adds, when
 training ends (`close()`, called by `run_job` after the final evaluation), the session's
 hyperparameters and the last evaluation's metrics through
-`tpuestimator.tensorboard.write_hparams`, so the HParams dashboard compares the runs of a
+`tpuestimator.runs.tensorboard.write_hparams`, so the HParams dashboard compares the runs of a
 runs folder by hyperparameter.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class HParamsHook(Hook):
     def close(self):
         if self.written:
             return
-        from tpuestimator.tensorboard import write_hparams
+        from tpuestimator.runs.tensorboard import write_hparams
 
         metrics = {k: v for k, v in (self.metrics or {}).items() if k not in ("global_step", "num_examples")}
         try:

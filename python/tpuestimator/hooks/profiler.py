@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,8 @@
-"""Built-in model functions and the lookup of `model: name | module:function`."""
+"""Built-in model functions and the lookup of `model: name | module:function`.
+
+Layer 0 (contracts): may import `errors`, `spec` and `system`; the built-in model functions
+import TensorFlow/Keras inside their bodies only.
+"""
 from __future__ import annotations
 
 import importlib

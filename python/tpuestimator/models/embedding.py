@@ -19,7 +19,7 @@ def sharded_embedding_class():
     import keras
     import tensorflow as tf
 
-    from tpuestimator.partitioning import row_split, shard_count, whole_variables
+    from tpuestimator.models.partitioning import row_split, shard_count, whole_variables
 
     @keras.saving.register_keras_serializable(package="tpuestimator")
     class ShardedEmbedding(keras.layers.Embedding):

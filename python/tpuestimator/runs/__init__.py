@@ -3,6 +3,9 @@
 Writing: `RunRecorder` (one run folder per training). Reading: `ls_runs`, `latest_run`,
 `run_info`, `resolve_run`, `clean_runs`. Checking: `check_run_dir`. Reports:
 `write_run_report`, `write_compare_report`. Nothing here imports TensorFlow.
+
+Layer 3: may import the contracts, `core` (the hook protocol) and `data`; never hooks,
+debug, serving, jobs, cluster or commands.
 """
 from tpuestimator.runs.naming import create_run_dir, format_run_name, is_run_dir, list_run_dirs
 from tpuestimator.runs.query import RunNotFoundError, clean_runs, latest_run, ls_runs, resolve_run, run_info

@@ -47,7 +47,7 @@ def write_confusion_png(matrix, class_names: Sequence[str], path: str | Path, *,
     """
     from PIL import Image, ImageDraw
 
-    from tpuestimator.io import atomic_write_bytes
+    from tpuestimator.system.io import atomic_write_bytes
 
     cm = np.asarray(matrix, dtype=np.int64)
     k = cm.shape[0]

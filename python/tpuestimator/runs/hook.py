@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.hooks.base import Hook
+from tpuestimator.core.hooks import Hook
 
 # Loop logs that are speeds or counts, not metrics.
 _NOT_METRICS = {"steps", "steps_per_sec", "examples_per_sec", "global_step", "num_examples", "step"}

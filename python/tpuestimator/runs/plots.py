@@ -226,7 +226,7 @@ def line_chart_png(title: str, series: Sequence[Series], path: str | Path, *, wi
     """Draws the chart with Pillow and writes it atomically as PNG."""
     from PIL import Image, ImageDraw, ImageFont
 
-    from tpuestimator.io import atomic_write_bytes
+    from tpuestimator.system.io import atomic_write_bytes
 
     scale = 2  # draw at 2x for smooth lines, then downsample
     W, H = width * scale, height * scale

@@ -31,10 +31,10 @@ from typing import Any
 
 import tpuestimator.runs.naming as naming
 from tpuestimator.errors import TPUEstimatorError
-from tpuestimator.io import json_safe
-from tpuestimator.processes import process_alive
 from tpuestimator.runs.record import OWNER_FILE
 from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
+from tpuestimator.system.io import json_safe
+from tpuestimator.system.processes import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -468,7 +468,7 @@ def run_info(run: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> di
         "flags": read_json(meta / "flags.json") or {},
         "metrics": metrics if isinstance(metrics, dict) else {},
         "evaluation": read_json(meta / "evaluation.json") or {},
-        # the side-car evaluator's own file (tpuestimator.sidecar): it never writes the chief's files
+        # the side-car evaluator's own file (tpuestimator.cluster.sidecar): it never writes the chief's files
         "sidecar_evaluations": (read_json(meta / "sidecar_evaluations.json") or {}).get("evaluations", []),
         "error": read_json(meta / "error.json"),
         "duration": (end - start) if isinstance(start, float) and isinstance(end, float) else None,

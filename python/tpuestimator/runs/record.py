@@ -50,8 +50,6 @@ from typing import Any
 import yaml
 
 import tpuestimator.runs.naming as naming
-from tpuestimator.diskspace import is_disk_full
-from tpuestimator.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 from tpuestimator.runs.values import (
     EVAL_PREFIX,
     X_KEY,
@@ -60,6 +58,8 @@ from tpuestimator.runs.values import (
     metric_value,
     property_text,
 )
+from tpuestimator.system.diskspace import is_disk_full
+from tpuestimator.system.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.io import json_safe
+from tpuestimator.system.io import json_safe
 
 # metrics.json keys (docs/RUN_FORMAT.md). tfruns charts every key but ``epoch`` (the x axis)
 # and draws ``val_<m>`` beside ``<m>``. Our x axis is the global step of each row, kept

@@ -1,0 +1,109 @@
+"""An example Kubernetes manifest for a cluster: a `TF_CONFIG` per pod, as TensorFlow reads it.
+
+What `tpuestimator cluster --print-k8s` writes: a ConfigMap holding the config file, a
+headless Service (stable DNS names, no load balancing: TensorFlow's tasks address each other
+directly) and one `batch/v1` Job per task, its pod named `<name>-<type>-<index>` in the
+Service's subdomain and given its own `TF_CONFIG`. The same `local_cluster.ClusterShape`
+and `cluster_layout` as the local cluster, so both describe the same cluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+
+from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, task_config, tf_configs
+from tpuestimator.errors import ConfigError
+
+# The port every task listens on inside its pod.
+PORT = 2222
+CONFIG_MOUNT = "/etc/tpuestimator"
+
+
+def _dns_name(name: str) -> str:
+    """`name` as a DNS-1123 label (Kubernetes object names)."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:40]
+    if not label:
+        raise ConfigError("--name", name, "a name with letters or digits (Kubernetes object names)")
+    return label
+
+
+def manifest_objects(shape: ClusterShape, *, name: str, config_text: str, config_name: str = "config.yaml",
+                     image: str, train_args: Sequence[str] = ()) -> list[dict]:
+    """The manifest's objects: ConfigMap, headless Service, one Job per task."""
+    name = _dns_name(name)
+
+    def host(kind: str, index: int) -> str:
+        return f"{name}-{kind}-{index}"
+
+    cluster = cluster_layout(shape, lambda kind, index: f"{host(kind, index)}.{name}:{PORT}")
+    labels = {"app.kubernetes.io/name": "tpuestimator", "tpuestimator/cluster": name}
+    objects: list[dict] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "labels": labels},
+         "data": {config_name: config_text}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
+         "spec": {"clusterIP": "None", "selector": labels, "publishNotReadyAddresses": True,
+                  "ports": [{"name": "grpc", "port": PORT, "targetPort": PORT}]}},
+    ]
+    for kind, index, tf_config in tf_configs(shape, cluster):
+        task_labels = {**labels, "tpuestimator/task": f"{kind}-{index}"}
+        container = {
+            "name": "tpuestimator", "image": image,
+            "command": ["tpuestimator", "train", f"{CONFIG_MOUNT}/{config_name}", *train_args],
+            "env": [{"name": "TF_CONFIG", "value": json.dumps(tf_config, sort_keys=True)},
+                    {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}],
+            "ports": [{"containerPort": PORT, "name": "grpc"}],
+            "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+        }
+        objects.append({
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": host(kind, index), "labels": task_labels},
+            # A MultiWorkerMirrored cluster cannot go on without a worker: no pod restarts on
+            # their own; rerun the whole cluster (it resumes from the chief's checkpoint).
+            "spec": {"backoffLimit": 0, "template": {
+                "metadata": {"labels": task_labels},
+                "spec": {"hostname": host(kind, index), "subdomain": name, "restartPolicy": "Never",
+                         "containers": [container],
+                         "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}]}}},
+        })
+    return objects
+
+
+def manifest_yaml(shape: ClusterShape, *, config_path: str, image: str, name: str | None = None,
+                  train_args: Sequence[str] = ()) -> str:
+    """The manifest as YAML, with a header saying what to adapt (image, shared model dir)."""
+    import yaml
+
+    cfg = task_config(config_path, train_args)  # a bad config fails here, not in the pods
+    shape.check_strategy(cfg.run.strategy)
+    with open(config_path, encoding="utf-8") as f:
+        text = f.read()
+    name = name or cfg.raw.get("name") or os.path.splitext(os.path.basename(config_path))[0]
+    objects = manifest_objects(shape, name=name, config_text=text, config_name=os.path.basename(config_path),
+                               image=image, train_args=train_args)
+    header = (f"# tpuestimator cluster: {len(shape.tasks())} tasks ({', '.join(f'{k} {i}' for k, i in shape.tasks())}),\n"
+              "# each pod with its own TF_CONFIG. Before `kubectl apply -f`:\n"
+              f"# - the image ({image}) must hold `tpuestimator` with TensorFlow;\n"
+              "# - run.model_dir / --model-dir and the data paths must be storage every pod reads and\n"
+              "#   the chief writes (gs://..., a ReadWriteMany volume): workers restore the chief's\n"
+              "#   checkpoints; non-chief workers write only to their pod's temporary folder.\n"
+              "# Generated by `tpuestimator cluster --print-k8s`.\n")
+    return header + yaml.dump_all(objects, Dumper=_manifest_dumper(), sort_keys=False, default_flow_style=False)
+
+
+def _literal_blocks(dumper, value: str):
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _manifest_dumper():
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        """Plain YAML for `kubectl`: no anchors/aliases for repeated labels, the config file as a block."""
+
+        def ignore_aliases(self, data):
+            return True
+
+    Dumper.add_representer(str, _literal_blocks)
+    return Dumper

@@ -1,0 +1,458 @@
+"""The Estimator: one model function trained, evaluated, predicted and exported on any device.
+
+TPUEstimator's semantics kept: GLOBAL batch sizes that divide by the replica count, the
+input function receiving the per-replica `params['batch_size']`, `iterations_per_loop`
+steps per device call, `steps` (incremental) versus `max_steps` (absolute), checkpoints in
+`model_dir` with resume. Changed on purpose: evaluation and prediction cover every example
+exactly once (the last partial batch is padded and masked, never dropped).
+
+The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
+`tpuestimator.core.state.TrainingState`), `Estimator.trainer` (the training input and its
+device loops, `tpuestimator.core.trainer`). The outer training loop is
+`tpuestimator.core.controller`, the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`, the eval/predict padding
+`tpuestimator.core.batching`.
+
+Over 400 lines on purpose: this is the facade, and the docstrings of `train`, `evaluate`,
+`predict` and `export_saved_model` are the user documentation; the work is in the modules
+above.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from tpuestimator.core import checkpointing
+from tpuestimator.core import steps as replica_steps
+from tpuestimator.core.batching import MASK_KEY, pad_and_mask, worker_share
+from tpuestimator.core.controller import Cadence, TrainController
+from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
+from tpuestimator.core.hooks import HookList
+from tpuestimator.core.loops import make_eval_loop, make_predict_step
+from tpuestimator.core.run_config import RunConfig
+from tpuestimator.core.signatures import serving_module
+from tpuestimator.core.state import TrainingState, build_state
+from tpuestimator.core.trainer import Trainer, TrainInput
+from tpuestimator.errors import ConfigError
+from tpuestimator.models import resolve_model_fn
+from tpuestimator.spec import Mode, ModelSpec, split_element
+from tpuestimator.system.faults import fault_point
+
+__all__ = ["Estimator", "RunConfig", "TrainInput", "MASK_KEY"]
+
+logger = logging.getLogger(__name__)
+
+# mode -> (RunConfig batch-size field, config key named in errors)
+_BATCH_FIELDS = {Mode.TRAIN: ("train_batch_size", "train.batch_size"),
+                 Mode.EVAL: ("eval_batch_size", "eval.batch_size"),
+                 Mode.PREDICT: ("predict_batch_size", "predict.batch_size")}
+
+
+class Estimator:
+    """Trains, evaluates, predicts and exports a model function on CPU, GPU or TPU.
+
+    Args:
+      model_fn: `model_fn(params) -> ModelSpec`, or a built-in name / 'module:function'.
+      config: a `RunConfig`.
+      params: the user's hyperparameters; the Estimator adds `batch_size` (per replica),
+        `global_batch_size`, `num_replicas`, `device` and `feature_spec`.
+      strategy: an existing `tf.distribute.Strategy` (default: built from `config`).
+
+    Attributes:
+      stop_training: True when the last `train` call ended because a hook asked to stop
+        (`Hook.stop_training`); `train_and_evaluate` reads it.
+      last_train_logs: the last device loop's logs.
+    """
+
+    def __init__(self, model_fn: Callable[[dict], ModelSpec] | str, config: RunConfig,
+                 params: Mapping[str, Any] | None = None, *, strategy=None):
+        self.model_fn = resolve_model_fn(model_fn)
+        self.config = config
+        self.params = dict(params or {})
+        self._strategy = strategy
+        self._device = None
+        self._state: TrainingState | None = None
+        self._trainer: Trainer | None = None
+        self._eval_fns: dict = {}  # "eval", "predict": device functions built once per Estimator
+        self.stop_training = False
+        self.last_train_logs: dict = {}
+
+    # ------------------------------------------------------------------ devices
+    @property
+    def strategy(self):
+        if self._strategy is None:
+            self._strategy, self._device = make_strategy(self.config.run_section())
+        elif self._device is None:
+            self._device = describe_strategy(type(self._strategy).__name__, self._strategy)
+        return self._strategy
+
+    @property
+    def device_info(self):
+        _ = self.strategy
+        return self._device
+
+    @property
+    def num_replicas(self) -> int:
+        return int(self.strategy.num_replicas_in_sync)
+
+    def per_replica_batch(self, global_batch: int, field: str) -> int:
+        n = self.num_replicas
+        if global_batch % n:
+            raise ConfigError(field, global_batch,
+                              f"a multiple of the replica count ({n}, {self.device_info.strategy_name}); "
+                              f"e.g. {max(n, global_batch // n * n)}")
+        return global_batch // n
+
+    # ------------------------------------------------------------------ building
+    @property
+    def model_dir(self) -> str:
+        return self.config.model_dir
+
+    @property
+    def built(self) -> bool:
+        return self._state is not None
+
+    @property
+    def state(self) -> TrainingState:
+        """The public training state (model, optimizer, global step, checkpoints, metrics)."""
+        if self._state is None:
+            raise RuntimeError("The model is not built yet: call train(), evaluate() or predict() first.")
+        return self._state
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.state.spec
+
+    @property
+    def model(self):
+        return self.spec.model
+
+    @property
+    def feature_spec(self) -> dict:
+        """{feature name: (shape without the batch, dtype name)} of the input the model was built on."""
+        return dict(self.state.feature_spec)
+
+    @property
+    def train_input(self) -> TrainInput | None:
+        """The current training input and its device loop (None before `train`)."""
+        return self._trainer.train_input if self._trainer is not None else None
+
+    @property
+    def per_step_values(self) -> dict:
+        """{name: per-step values of the last loop} (only with a hook that declares
+        `wants_per_step_values`, e.g. `HostCallHook`)."""
+        return self._trainer.per_step_values if self._trainer is not None else {}
+
+    @property
+    def steps_by_worker(self) -> dict:
+        """`run.strategy: parameter_server`: {worker index: training steps it ran}."""
+        return self._trainer.steps_by_worker if self._trainer is not None else {}
+
+    def global_batch(self, mode: Mode) -> tuple[int, str]:
+        """(the mode's GLOBAL batch size, its config key for error messages)."""
+        field, key = _BATCH_FIELDS[Mode(mode)]
+        return getattr(self.config, field), key
+
+    def input_params(self, mode: Mode, *, global_batch: int | None = None, input_context=None) -> dict:
+        """The `params` an input function receives in `mode` (see docs/ARCHITECTURE.md)."""
+        batch, field = self.global_batch(mode)
+        global_batch = batch if global_batch is None else global_batch
+        params = dict(self.params)
+        params.update(batch_size=self.per_replica_batch(global_batch, field), global_batch_size=global_batch,
+                      num_replicas=self.num_replicas, device=self.device_info.kind, mode=Mode(mode).value,
+                      input_context=input_context, seed=self.config.seed,
+                      start_step=self._state.step if self._state is not None else 0)
+        return params
+
+    def build(self, input_fn, mode: Mode = Mode.TRAIN, *, global_batch: int | None = None) -> TrainingState:
+        """Builds the model from one probe of `input_fn` (its element spec) and restores the
+        latest checkpoint (or warm-starts); a no-op once built. Returns the training state."""
+        if self._state is None:
+            self._state = self._build_state(input_fn, mode, global_batch)
+            checkpointing.restore(self._state, self.config.warm_start_from, self.model_dir)
+        return self._state
+
+    def _build_state(self, input_fn, mode: Mode, global_batch: int | None) -> TrainingState:
+        import keras
+
+        if self.config.seed is not None:
+            keras.utils.set_random_seed(self.config.seed)
+        probe = input_fn(self.input_params(mode, global_batch=global_batch))
+        features_spec, _ = split_element(probe.element_spec)
+        # `data.transpose_input`: the model receives some features with the batch on another axis
+        # (`input_fn.batch_axes`); the feature spec keeps the layout clients send, the model is
+        # built on the one it receives.
+        batch_axes = getattr(input_fn, "batch_axes", None) or {}
+        feature_spec, build_shapes = {}, {}
+        for name, s in features_spec.items():
+            dims, axis = list(s.shape), batch_axes.get(name, 0)
+            feature_spec[name] = (tuple(dims[:axis] + dims[axis + 1:]), s.dtype.name)
+            build_shapes[name] = tuple(dims[:axis] + [None] + dims[axis + 1:])
+        params = self.input_params(mode, global_batch=global_batch)
+        params["feature_spec"] = dict(feature_spec)
+        for key in ("input_context", "mode", "start_step"):
+            params.pop(key, None)
+        return build_state(self.model_fn, params, feature_spec, strategy=self.strategy,
+                           precision=self.config.precision, checkpoint_dir=checkpointing.checkpoint_dir(self.model_dir),
+                           keep_checkpoint_max=self.config.keep_checkpoint_max, build_shapes=build_shapes,
+                           to_model_layout=getattr(input_fn, "to_model_layout", None))
+
+    @property
+    def global_step(self) -> int:
+        return self._state.step if self._state is not None else self._latest_step_on_disk()
+
+    def _latest_step_on_disk(self) -> int:
+        latest = self.latest_checkpoint()
+        return int(latest.rsplit("-", 1)[-1]) if latest else 0
+
+    def latest_checkpoint(self) -> str | None:
+        import tensorflow as tf
+
+        return tf.train.latest_checkpoint(self.model_dir)
+
+    def restore_checkpoint(self, checkpoint_path: str) -> None:
+        """Loads these weights into the built model (evaluate or export another checkpoint)."""
+        self.state.checkpoint.restore(checkpoint_path).expect_partial()
+
+    # ------------------------------------------------------------------ train
+    def call_model(self, features: Mapping[str, Any], training: bool):
+        """Calls the model on a features dict (`spec.model_inputs` decides tensor or dict)."""
+        return replica_steps.call_model(self.state, features, training)
+
+    def make_forward_backward(self, global_batch: int):
+        """`forward_backward(features, labels) -> (per_example, grads, reports)` of one replica
+        (shared by the device loop and the host-side replay in `tpuestimator.debug`)."""
+        return replica_steps.make_forward_backward(self.state, global_batch, precision=self.config.precision,
+                                           jit_compile=self.config.jit_compile)
+
+    def _input_on_host(self) -> bool:
+        """True when the strategy is one replica on the host CPU (input needs no distributing),
+        and for evaluation and prediction under parameter servers, which run on the coordinator."""
+        import tensorflow as tf
+
+        strategy = self.strategy
+        if is_parameter_server(strategy):
+            return True
+        if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
+            return False
+        devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
+        return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
+
+    @property
+    def trainer(self) -> Trainer:
+        """The `tpuestimator.core.trainer.Trainer`: the training input and its device loops."""
+        if self._trainer is None:
+            self._trainer = Trainer(strategy=self.strategy, state=self.state, config=self.config,
+                                    workers=len(self.device_info.devices),
+                                    input_params=lambda: self.input_params(Mode.TRAIN),
+                                    forward_backward=lambda: self.make_forward_backward(self.config.train_batch_size))
+        return self._trainer
+
+    def swap_train_loop(self, loop=None):
+        """Replaces the train loop's `tf.function` from the next loop on; returns the old one.
+
+        With `loop=None` a fresh one is built, so the next loop traces anew: op callbacks such
+        as Debugger V2 dumps (`tpuestimator.debug.DumpHook`) instrument graphs at trace time.
+        Pass the returned function back to restore the original (no retrace). Call it from a
+        hook (`before_loop`/`after_loop`) while `train()` runs.
+        """
+        return self.trainer.swap_loop(loop)
+
+    def train(self, input_fn, steps: int | None = None, max_steps: int | None = None,
+              hooks: Iterable[Any] = (), *, save_final_checkpoint: bool = True) -> Estimator:
+        """Trains the model.
+
+        Args:
+          input_fn: `input_fn(params) -> tf.data.Dataset` of (features, labels) batches of
+            `params['batch_size']` (per replica).
+          steps: train this many steps on top of the current global step (incremental:
+            two calls of train(steps=10) train 20 steps). None: until `max_steps` or until
+            the input ends.
+          max_steps: train until the global step reaches this (absolute: a second call with
+            the same value trains nothing).
+          hooks: `tpuestimator.hooks.Hook` objects or callables `fn(event, info)`.
+
+        Returns:
+          self, for chaining.
+
+        Raises:
+          ValueError: both `steps` and `max_steps` given, or a non-positive value.
+          NonFiniteError: the loss or weights went NaN/Inf (the NaN/Inf sentinel).
+        """
+        if steps is not None and max_steps is not None:
+            raise ValueError("Can not provide both steps and max_steps: `steps` counts from the current global "
+                             f"step, `max_steps` is absolute. Received: steps={steps}, max_steps={max_steps}")
+        for name, value in (("steps", steps), ("max_steps", max_steps)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"`{name}` ({value!r}) must be a positive integer or None.")
+        start = self.build(input_fn, Mode.TRAIN).step
+        target = start + steps if steps is not None else max_steps
+        if target is not None and start >= target:
+            logger.info("global step %d already reached max_steps=%d; nothing to train", start, target)
+            return self
+        hook_list = HookList(hooks)
+        hook_list.set_estimator(self)
+        self.stop_training = hook_list.stop_training
+        if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
+            return self
+        self.trainer.use_input(input_fn, input_on_host=self._input_on_host())
+        controller = TrainController(
+            trainer=self.trainer, hooks=hook_list, cadence=Cadence.from_config(self.config),
+            save_checkpoint=self.save_checkpoint, sync_checkpoints=self.sync_checkpoints,
+            nan_sentinel=self.config.nan_sentinel, async_checkpoint=self.config.async_checkpoint,
+            global_batch_size=self.config.train_batch_size,
+            info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
+                  "global_batch_size": self.config.train_batch_size})
+        result = controller.run(target, save_final_checkpoint=save_final_checkpoint)
+        self.stop_training, self.last_train_logs = result.stop_requested, result.logs
+        return self
+
+    def save_checkpoint(self) -> str:
+        """Saves a checkpoint at the current global step; returns its path."""
+        return checkpointing.save(self.state, asynchronous=self.config.async_checkpoint)
+
+    def sync_checkpoints(self) -> None:
+        """Waits for an asynchronous checkpoint write to finish (no-op otherwise)."""
+        checkpointing.sync(self._state, asynchronous=self.config.async_checkpoint)
+
+    # ------------------------------------------------------------------ eval / predict
+    def _eval_input(self, input_fn, mode: Mode, steps: int | None):
+        """The evaluation / prediction input, distributed.
+
+        With several replicas or on a TPU: padded, masked global batches of a static size
+        (`tpuestimator.core.batching`). One replica on CPU or GPU takes the batches as they come
+        (the last one shorter, no mask): every example is still seen exactly once, without
+        the padding stage that cost up to 30% of an evaluation of a small model. Several
+        workers (`multi_worker`): each pads the whole input alike and keeps its slice of
+        every global batch (`batching.worker_share`); the metrics are all-reduced.
+        """
+        batch, field = self.global_batch(mode)
+        per_replica = self.per_replica_batch(batch, field)
+        if self.device_info.strategy_name == "multi_worker":
+            def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
+                ds = pad_and_mask(input_fn(self.input_params(mode)), per_replica=per_replica,
+                                  replicas=self.num_replicas, steps=steps)
+                return worker_share(ds, worker=ctx.input_pipeline_id, workers=ctx.num_input_pipelines,
+                                    per_replica=per_replica)
+            return self.strategy.distribute_datasets_from_function(worker_input)
+        ds = input_fn(self.input_params(mode))
+        if self.num_replicas > 1 or self.device_info.kind == "tpu":
+            ds = pad_and_mask(ds, per_replica=per_replica, replicas=self.num_replicas, steps=steps)
+        elif steps is not None:
+            ds = ds.take(steps)
+        if self._input_on_host():
+            return ds  # one replica on the host CPU: nothing to distribute (see `Trainer.use_input`)
+        return self.strategy.experimental_distribute_dataset(ds)
+
+    def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
+                 checkpoint_path: str | None = None) -> dict:
+        """Evaluates the model.
+
+        Args:
+          input_fn: as for `train`, but one pass, unshuffled, the last batch may be partial.
+          steps: evaluate this many global batches; None (default) evaluates every example
+            exactly once, padding and masking the last partial batch.
+          checkpoint_path: evaluate these weights instead of the current/latest ones.
+
+        Returns:
+          dict of metric name -> float, plus `global_step` and `num_examples`.
+        """
+        state = self.build(input_fn, Mode.EVAL)
+        if checkpoint_path:
+            self.restore_checkpoint(checkpoint_path)
+        carry = self.num_replicas == 1
+        if "eval" not in self._eval_fns:
+            self._eval_fns["eval"] = make_eval_loop(
+                self.strategy, replica_steps.make_eval_step(state, carry_totals=carry), carry_totals=carry)
+        for metric in state.eval_metric_objects():
+            metric.reset_state()
+        hook_list = HookList(hooks)
+        hook_list.set_estimator(self)
+        loss, count = self._eval_fns["eval"](self._eval_input(input_fn, Mode.EVAL, steps))
+        if not carry:  # several replicas: the metrics hold the totals
+            loss, count = state.eval_loss.result(), state.eval_count.result()
+        results = {"loss": float(loss)}
+        for name, (metric, _) in state.eval_metrics.items():
+            value = metric.result()
+            results[name] = float(value) if getattr(value, "shape", ()) == () else value.numpy().tolist()
+        results["num_examples"] = int(count)
+        results["global_step"] = state.step
+        hook_list.after_eval(results["global_step"], results)
+        logger.debug("eval at step %d: %s", results["global_step"], results)
+        return results
+
+    def predict(self, input_fn, *, yield_single_examples: bool = True) -> Iterator[dict]:
+        """Yields one dict of predictions per real example (padding removed).
+
+        With `class_names` in the model spec, each dict holds `class` (the class string),
+        as TPUEstimator's flowers example predicted.
+        """
+        import numpy as np
+
+        state = self.build(input_fn, Mode.PREDICT)
+        spec = state.spec
+        if "predict" not in self._eval_fns:
+            self._eval_fns["predict"] = make_predict_step(self.strategy, replica_steps.make_predict_step(state),
+                                                          mask_key=MASK_KEY)
+        step = self._eval_fns["predict"]
+        names = np.asarray(spec.class_names) if spec.class_names else None
+        for batch in self._eval_input(input_fn, Mode.PREDICT, None):
+            local = {k: v.numpy() for k, v in step(batch).items()}  # padding already removed
+            if names is not None and "class_id" in local:
+                local["class"] = names[local["class_id"]]
+            if yield_single_examples:
+                keys = list(local)
+                for row in zip(*(local[k] for k in keys)):  # row i of every array, as `array[i]` gives it
+                    yield dict(zip(keys, row))
+            else:
+                yield local
+
+    # ------------------------------------------------------------------ export
+    def serving_module(self, serving_inputs=None):
+        """A `tf.Module` holding the model and its serving functions (`serving.serving_module`)."""
+        return serving_module(self.spec, self.state.feature_spec, serving_inputs,
+                              to_model_layout=self.state.to_model_layout)
+
+    def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
+                           checkpoint_path: str | None = None, serving_inputs=None,
+                           assets_extra: Mapping[str, Any] | None = None) -> str:
+        """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
+
+        The version defaults to a timestamp in seconds (TF Serving serves the highest). The
+        folder appears atomically: a crash mid-export leaves nothing behind. Signatures (all
+        with a free batch dimension; outputs `probabilities`, `class_id`, `class` for the
+        built-in classifiers): `features` (the decoded features), one per `serving_inputs`
+        entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
+        `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
+        `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
+        `assets_extra` (file name -> JSON value) is written under `assets.extra/` before the
+        folder appears, so the export is never seen without it.
+
+        Returns:
+          The export's path.
+        """
+        import tensorflow as tf
+
+        from tpuestimator.system.diskspace import translate_disk_full
+        from tpuestimator.system.io import atomic_directory, atomic_write_json
+
+        if self._state is None:
+            raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
+                               "(or use tpuestimator.jobs.job.export_job(model_dir) to export from checkpoints).")
+        if checkpoint_path:
+            self.restore_checkpoint(checkpoint_path)
+        version = int(time.time()) if version is None else int(version)
+        while os.path.exists(os.path.join(export_dir_base, str(version))):
+            version += 1
+        final = os.path.join(export_dir_base, str(version))
+        module = self.serving_module(serving_inputs)
+        kept = f"The partial export was removed; the checkpoints in {self.model_dir} are unaffected."
+        with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
+            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+            for name, value in (assets_extra or {}).items():
+                atomic_write_json(os.path.join(tmp, "assets.extra", name), value)
+            fault_point("in_export", self.state.step)
+        logger.info("exported SavedModel to %s", final)
+        return final

@@ -1,0 +1,94 @@
+"""The SavedModel's signatures: `serving_module` wraps a model function's model in a
+`tf.Module` with one function per signature; `ServingInput` declares an extra one (raw
+inputs and their preprocessing: TPUEstimator's `serving_input_receiver_fn`). The data
+signatures a job adds (tf.Example records, image bytes) are built in `tpuestimator.serving`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tpuestimator.core.tracing import device_function
+from tpuestimator.spec import model_inputs
+
+# The signatures of an export written by a job (TF Serving calls `serving_default` when a request
+# names none): serialized tf.Example records, raw JPEG/PNG bytes (image models), decoded features.
+EXAMPLES_SIGNATURE = "serving_default"
+IMAGE_BYTES_SIGNATURE = "image_bytes"
+FEATURES_SIGNATURE = "features"
+# Input names of the first two (the names TF Estimator's parsing receiver and TPUEstimator's
+# flowers example used).
+EXAMPLES_INPUT = "examples"
+IMAGE_BYTES_INPUT = "image_bytes"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServingInput:
+    """One extra signature of an export (TPUEstimator's `serving_input_receiver_fn`).
+
+    Attributes:
+      inputs: input name -> `tf.TensorSpec` WITH the batch dimension (None), e.g.
+        `{"examples": tf.TensorSpec([None], tf.string)}`.
+      preprocess: `dict of those input tensors -> the model's features dict` (as the eval
+        input pipeline would have produced them).
+    """
+
+    inputs: Mapping[str, Any]
+    preprocess: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, ServingInput] | None = None, *,
+                   to_model_layout: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None):
+    """A `tf.Module` holding `spec.model`, its `serve` function (the `features` signature:
+    `spec.serving_inputs` (default: the features the model was built on), `spec.serving_preprocess`,
+    the predictions cast to float32, `class` strings from `spec.class_names`) and one function per
+    `serving_inputs` entry (its preprocessing, then `serve`'s model call).
+
+    `module.signatures` maps signature names to the functions to save: `features`, the
+    `serving_inputs` names and `serving_default` (the `features` function unless
+    `serving_inputs` names one).
+
+    `to_model_layout` (the input function's, e.g. `data.pipeline.transpose_input` under
+    `data.transpose_input`) runs in every signature right before the model: clients send the
+    natural layout (`[b, h, w, c]` images, records, image bytes) and the model receives exactly
+    what evaluation gives it.
+    """
+    import tensorflow as tf
+
+    inputs = spec.serving_inputs or {name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
+                                     for name, (shape, dtype) in feature_spec.items()}
+    signature = {name: tf.TensorSpec([None, *s.shape], s.dtype, name=name) for name, s in inputs.items()}
+    class_names = list(spec.class_names) if spec.class_names else None
+    module = tf.Module()
+    module.model = spec.model
+
+    def predictions(model_features):
+        if to_model_layout is not None:
+            model_features = to_model_layout(dict(model_features))
+        outputs = spec.model(model_inputs(model_features), training=False)
+        preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
+        preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
+        if class_names is not None and "class_id" in preds:
+            preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
+        return preds
+
+    def serve(features):
+        return predictions(spec.serving_preprocess(features) if spec.serving_preprocess else features)
+
+    module.serve = device_function(serve, input_signature=[signature])
+    signatures = {FEATURES_SIGNATURE: module.serve}
+    for name, receiver in (serving_inputs or {}).items():
+        receiver_signature = {k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in receiver.inputs.items()}
+
+        signatures[name] = device_function(_receiver_function(receiver.preprocess, predictions),
+                                           input_signature=[receiver_signature])
+    signatures.setdefault(EXAMPLES_SIGNATURE, module.serve)
+    module.signature_functions = signatures
+    return module
+
+
+def _receiver_function(preprocess, predictions):
+    def serve_receiver(raw):
+        return predictions(dict(preprocess(raw)))
+    return serve_receiver

@@ -1,0 +1,288 @@
+"""`train_and_evaluate`: evaluate every N steps, early stopping, final/latest/best exporters.
+
+TPUEstimator users asked for evaluation every N steps rather than every `throttle_secs`,
+for early stopping, and for a best-model export that stays right across restarts. All of
+it is host work at loop boundaries: the device loop never waits for it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from tpuestimator.core.controller import EvalCadence
+from tpuestimator.core.hooks import as_hook
+from tpuestimator.core.stopping import EarlyStoppingHook, improved, read_state
+from tpuestimator.errors import ConfigError
+from tpuestimator.system.faults import fault_point
+from tpuestimator.system.io import atomic_write_json
+
+logger = logging.getLogger(__name__)
+
+# In the model dir: the step of the last evaluation whose exports completed (a resumed job
+# completes an evaluation a kill skipped, `due_evaluation_missing`).
+EVAL_STATE_FILE = "last_evaluation.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainSpec:
+    input_fn: Callable
+    max_steps: int | None = None
+    hooks: Sequence[Any] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EarlyStopping:
+    """Stop when `metric` has not improved by `min_delta` for `patience` evaluations."""
+
+    metric: str
+    mode: str = "min"
+    patience: int = 3
+    min_delta: float = 0.0
+
+    def __post_init__(self):
+        if self.mode not in ("min", "max"):
+            raise ValueError(f"`mode` ({self.mode!r}) must be 'min' or 'max'.")
+        if self.patience < 0:
+            raise ValueError(f"`patience` ({self.patience}) must be >= 0.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalSpec:
+    """When and how to evaluate inside `train_and_evaluate`.
+
+    Attributes:
+      every_n_steps: evaluate when the global step crosses a multiple of this (None: only
+        at the end).
+      steps: batches per evaluation; None evaluates every example exactly once.
+      exporters: `Exporter`s run after each evaluation (and at the end).
+      early_stopping: an `EarlyStopping`, or None.
+    """
+
+    input_fn: Callable
+    steps: int | None = None
+    every_n_steps: int | None = None
+    exporters: Sequence[Exporter] = ()
+    early_stopping: EarlyStopping | None = None
+    hooks: Sequence[Any] = ()
+    name: str = "eval"
+
+
+class Exporter:
+    """Base exporter: writes SavedModels under `<base>/<name>/<global step>/`, keeps `keep`.
+
+    `serving_inputs` (name -> `serving.ServingInput`) adds signatures to each export
+    (`Estimator.export_saved_model`); jobs pass the data section's (tf.Example, image bytes).
+    `assets_extra(estimator)` -> {file name: JSON value} is written into each export's
+    `assets.extra/` before it appears (jobs: its metadata, `serving.export_metadata`).
+    """
+
+    name = "exporter"
+
+    def __init__(self, base_dir: str, *, keep: int = 5, serving_inputs: Mapping[str, Any] | None = None,
+                 assets_extra: Callable[[Any], Mapping[str, Any]] | None = None):
+        self.base_dir = base_dir
+        self.keep = keep
+        self.serving_inputs = serving_inputs
+        self.assets_extra = assets_extra
+
+    @property
+    def dir(self) -> str:
+        return os.path.join(self.base_dir, self.name)
+
+    def _export(self, estimator, step: int) -> str | None:
+        target = os.path.join(self.dir, str(step))
+        if os.path.exists(target):  # a rerun at the same step: the export is already there
+            return target
+        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs,
+                                            assets_extra=self.assets_extra(estimator) if self.assets_extra else None)
+        self._garbage_collect()
+        return path
+
+    def _garbage_collect(self) -> None:
+        versions = sorted(int(d) for d in os.listdir(self.dir) if d.isdigit())
+        for old in versions[:-self.keep]:
+            shutil.rmtree(os.path.join(self.dir, str(old)), ignore_errors=True)
+
+    def after_eval(self, estimator, step: int, metrics: dict) -> str | None:
+        return None
+
+    def at_end(self, estimator, step: int, metrics: dict | None) -> str | None:
+        return None
+
+
+class FinalExporter(Exporter):
+    """Exports once, when training ends."""
+
+    name = "final"
+
+    def at_end(self, estimator, step, metrics):
+        return self._export(estimator, step)
+
+
+class LatestExporter(Exporter):
+    """Exports after every evaluation, keeping the newest `keep`."""
+
+    name = "latest"
+
+    def after_eval(self, estimator, step, metrics):
+        return self._export(estimator, step)
+
+
+class BestExporter(Exporter):
+    """Exports when `metric` improves; the best value is kept in `best_state.json` beside the
+    exports (written atomically), so a restarted job compares against the true best."""
+
+    name = "best"
+
+    def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5,
+                 serving_inputs: Mapping[str, Any] | None = None,
+                 assets_extra: Callable[[Any], Mapping[str, Any]] | None = None):
+        super().__init__(base_dir, keep=keep, serving_inputs=serving_inputs, assets_extra=assets_extra)
+        self.metric = metric
+        self.mode = mode or ("min" if "loss" in metric or "error" in metric else "max")
+
+    @property
+    def state_path(self) -> str:
+        return os.path.join(self.dir, "best_state.json")
+
+    def after_eval(self, estimator, step, metrics):
+        if self.metric not in metrics:
+            raise ConfigError("export.best_metric", self.metric,
+                              "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
+        state = read_state(self.state_path)
+        value = metrics[self.metric]
+        if not improved(value, state.get("value"), self.mode):
+            return None
+        path = self._export(estimator, step)
+        atomic_write_json(self.state_path, {"metric": self.metric, "mode": self.mode, "value": value,
+                                            "step": step, "export": path})
+        return path
+
+    def best(self) -> dict:
+        return read_state(self.state_path)
+
+
+def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_metric: str = "loss",
+                   best_mode: str | None = None, serving_inputs: Mapping[str, Any] | None = None,
+                   assets_extra: Callable[[Any], Mapping[str, Any]] | None = None) -> list[Exporter]:
+    out: list[Exporter] = []
+    common = dict(keep=keep, serving_inputs=serving_inputs, assets_extra=assets_extra)
+    for name in names:
+        if name == "final":
+            out.append(FinalExporter(base_dir, **common))
+        elif name == "latest":
+            out.append(LatestExporter(base_dir, **common))
+        elif name == "best":
+            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, **common))
+        else:
+            raise ValueError(f"Unknown exporter {name!r}: expected 'final', 'latest' or 'best'.")
+    return out
+
+
+@dataclasses.dataclass
+class TrainEvalResult:
+    metrics: dict | None
+    history: list
+    exports: dict
+    stopped_early: bool
+    global_step: int
+
+
+def last_evaluated_step(model_dir: str) -> int | None:
+    """The global step of the last completed evaluation (with its exports) in `model_dir`."""
+    state = read_state(os.path.join(model_dir, EVAL_STATE_FILE))
+    step = state.get("step")
+    return int(step) if isinstance(step, int) else None
+
+
+def due_evaluation_missing(model_dir: str, step: int, cadence: EvalCadence) -> bool:
+    """Whether a job resuming at `step` owes that step's evaluation: it is an evaluation step
+    before `max_steps` (the final evaluation happens anyway) that no evaluation completed."""
+    if step <= 0 or (cadence.max_steps is not None and step >= cadence.max_steps):
+        return False
+    return cadence.eval_due(step, stop_requested=False) and last_evaluated_step(model_dir) != step
+
+
+def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | None) -> TrainEvalResult:
+    """Trains to `train_spec.max_steps`, evaluating every `eval_spec.every_n_steps` steps.
+
+    A restarted job resumes from the latest checkpoint; exporters and early stopping keep
+    their state on disk. Returns the final metrics, the evaluation history and the exports.
+    Every evaluation reaches the train hooks' `after_eval` (recording, progress, early
+    stopping hooks) and each export their `after_export`.
+    """
+    history: list[dict] = []
+    exports: dict[str, str] = {}
+    stopped_early = False
+    stopper = None
+    step = estimator.global_step
+    max_steps = train_spec.max_steps
+    cadence = EvalCadence(eval_spec.every_n_steps if eval_spec else None, max_steps)
+    metrics = None
+    if eval_spec and eval_spec.early_stopping:
+        rule = eval_spec.early_stopping
+        stopper = EarlyStoppingHook(rule.metric, mode=rule.mode, patience=rule.patience, min_delta=rule.min_delta,
+                                    state_path=os.path.join(estimator.model_dir, "early_stopping.json"),
+                                    field="eval.early_stopping.metric")
+    # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
+    hooks = [as_hook(h) for h in train_spec.hooks]
+
+    def evaluate(at_step: int) -> dict:
+        result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
+        history.append({"step": at_step, **result})
+        for hook in hooks:
+            hook.after_eval(at_step, result)
+        fault_point("after_eval", at_step)
+        for exporter in eval_spec.exporters:
+            path = exporter.after_eval(estimator, at_step, result)
+            if path:
+                exports[exporter.name] = path
+                for hook in hooks:
+                    hook.after_export(at_step, path)
+        # Written once the evaluation AND its exports are done: a run killed in between redoes both.
+        atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
+        return result
+
+    if eval_spec and due_evaluation_missing(estimator.model_dir, step, cadence):
+        # The previous run saved this checkpoint and was killed before its evaluation (and its
+        # best export): without this, that evaluation would be skipped for good.
+        logger.warning("the checkpoint at step %d has no evaluation (the run that saved it stopped before it): "
+                       "evaluating it before training on", step)
+        metrics = evaluate(step)
+        if stopper and stopper.update(step, metrics):
+            stopped_early = True
+            max_steps = step  # trains no further; the end (final exports) runs as usual
+
+    while max_steps is None or step < max_steps:
+        target = cadence.segment_end(step)
+        before = step
+        estimator.train(train_spec.input_fn, max_steps=target, hooks=hooks)
+        step = estimator.global_step
+        if step == before:  # the input ended
+            break
+        hook_stop = estimator.stop_training
+        if eval_spec and cadence.eval_due(step, stop_requested=hook_stop):
+            metrics = evaluate(step)
+            if stopper and stopper.update(step, metrics):
+                stopped_early = True
+                break
+        if hook_stop:  # a hook (early stopping, stop-at-step, an R callback) asked to stop
+            stopped_early = True
+            break
+        if target is not None and step < target:  # the input ended inside the loop
+            break
+    if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
+        metrics = evaluate(step)
+    for exporter in (eval_spec.exporters if eval_spec else ()):
+        path = exporter.at_end(estimator, step, metrics)
+        if path:
+            exports[exporter.name] = path
+    best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
+    if best and best[0].best().get("export"):
+        exports["best"] = best[0].best()["export"]
+    return TrainEvalResult(metrics=metrics, history=history, exports=exports, stopped_early=stopped_early,
+                           global_step=step)

@@ -1,0 +1,239 @@
+"""Serving: the export's data signatures (`data_serving_inputs`: the tf.Example and
+raw-image-bytes ones of a data section, built on `core.signatures`), the export's metadata
+(`write_export_metadata`, read back by `load_export`), running a signature of an export on a
+batch (`open_export(path).run(name, batch)`) and prediction with an export (`predict`: raw
+inputs — TFRecord files read with the training data's format, image files, arrays — into
+its `features` signature).
+
+The CLI's `tpuestimator predict` and R's `predict()` call `predict`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tpuestimator.core.signatures import (
+    EXAMPLES_INPUT,
+    EXAMPLES_SIGNATURE,
+    FEATURES_SIGNATURE,
+    IMAGE_BYTES_INPUT,
+    IMAGE_BYTES_SIGNATURE,
+    ServingInput,
+)
+from tpuestimator.errors import ConfigError
+from tpuestimator.system.io import atomic_write_json
+
+EXPORT_META = "tpuestimator.json"
+
+
+
+
+def data_serving_inputs(data_section: Mapping[str, Any]) -> dict[str, ServingInput]:
+    """The signatures a job's export gets from its `data` section, applying exactly the eval
+    input pipeline's decoding (data/decode.py): `serving_default` takes serialized `tf.Example`
+    records as the training files hold them (input `examples`), `image_bytes` (image models only)
+    a batch of JPEG/PNG strings (input `image_bytes`)."""
+    import tensorflow as tf
+
+    from tpuestimator.data import decode
+
+    section = dict(data_section)
+    out = {EXAMPLES_SIGNATURE: ServingInput(
+        inputs={EXAMPLES_INPUT: tf.TensorSpec([None], tf.string)},
+        preprocess=lambda raw: decode.parse_serialized(section, raw[EXAMPLES_INPUT]))}
+    if decode.image_input(section) is not None:
+        out[IMAGE_BYTES_SIGNATURE] = ServingInput(
+            inputs={IMAGE_BYTES_INPUT: tf.TensorSpec([None], tf.string)},
+            preprocess=lambda raw: decode.image_bytes_features(section, raw[IMAGE_BYTES_INPUT]))
+    return out
+
+
+def write_export_metadata(export_dir: str, cfg, estimator) -> None:
+    """Writes `assets.extra/tpuestimator.json` (data section, classes, features) into an export,
+    so `tpuestimator predict EXPORT FILE...` can read raw files the way training did.
+
+    Args:
+      export_dir: the SavedModel folder.
+      cfg: the job's `JobConfig`.
+      estimator: the Estimator that exported it (built: its spec and feature spec are read).
+    """
+    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), export_metadata(cfg, estimator))
+
+
+def export_metadata(cfg, estimator) -> dict:
+    """What `write_export_metadata` writes, for an export of `estimator` at its current step
+    (exporters pass it as `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
+    return {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
+            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
+            "model": cfg.model, "global_step": estimator.global_step}
+
+
+def load_export(export_dir: str):
+    """(loaded SavedModel, metadata dict) of an export written by tpuestimator."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(export_dir)
+    meta_path = os.path.join(export_dir, "assets.extra", EXPORT_META)
+    meta = json.loads(Path(meta_path).read_text()) if os.path.exists(meta_path) else {}
+    return loaded, meta
+
+
+def is_export_dir(path: str | os.PathLike) -> bool:
+    """True for a SavedModel folder written by tpuestimator (saved_model.pb + its metadata)."""
+    path = Path(path)
+    return (path / "saved_model.pb").is_file() and (path / "assets.extra" / EXPORT_META).is_file()
+
+
+def resolve_export_dir(path: str) -> str:
+    """A SavedModel folder: `path` itself, or the `export/` folder of a run folder.
+
+    Raises:
+      ConfigError: when neither holds a `saved_model.pb`.
+    """
+    path = str(path)
+    if (Path(path) / "export").is_dir() and not (Path(path) / "saved_model.pb").exists():
+        path = str(Path(path) / "export")
+    if not (Path(path) / "saved_model.pb").exists():
+        raise ConfigError("EXPORT_DIR", path, "a SavedModel folder (holding saved_model.pb) written by "
+                          "`tpuestimator train` or `tpuestimator export`")
+    return path
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoadedExport:
+    """An export loaded for prediction (`open_export`).
+
+    Attributes:
+      path: the SavedModel folder.
+      saved_model: what `tf.saved_model.load` returned.
+      meta: `assets.extra/tpuestimator.json` (data section, class names, feature spec), {} if absent.
+    """
+
+    path: str
+    saved_model: Any
+    meta: dict
+
+    @property
+    def signature_names(self) -> list[str]:
+        return sorted(self.saved_model.signatures.keys())
+
+    def signature(self, name: str = EXAMPLES_SIGNATURE):
+        """The concrete function of a signature (keyword inputs, dict of tensors out)."""
+        if name not in self.saved_model.signatures:
+            raise ConfigError("signature", name, f"one of the export's signatures: {', '.join(self.signature_names)}")
+        return self.saved_model.signatures[name]
+
+    def input_specs(self, name: str = EXAMPLES_SIGNATURE) -> dict:
+        """Input name -> `tf.TensorSpec` (batch dimension None) of a signature."""
+        return dict(self.signature(name).structured_input_signature[1])
+
+    def run(self, name: str, inputs) -> dict:
+        """Runs signature `name` on ONE batch and returns numpy arrays (`class` as str).
+
+        `inputs`: a dict input name -> array-like (any batch size), or, for a signature with one
+        input (`serving_default`: serialized tf.Example records; `image_bytes`: JPEG/PNG strings),
+        the batch itself (a list of bytes or an array).
+        """
+        import numpy as np
+        import tensorflow as tf
+
+        specs = self.input_specs(name)
+        if not isinstance(inputs, Mapping):
+            if len(specs) != 1:
+                raise ConfigError("inputs", type(inputs).__name__, f"a dict with the inputs {sorted(specs)}")
+            inputs = {next(iter(specs)): inputs}
+        missing = sorted(set(specs) - set(inputs))
+        if missing:
+            raise ConfigError("inputs", sorted(inputs), f"the signature {name!r} takes {sorted(specs)}")
+        tensors = {k: tf.convert_to_tensor(np.asarray(inputs[k]) if specs[k].dtype != tf.string else inputs[k],
+                                           dtype=specs[k].dtype) for k in specs}
+        out = {}
+        for key, value in self.signature(name)(**tensors).items():
+            array = value.numpy()
+            if array.dtype == object:
+                array = np.asarray([v.decode() if isinstance(v, bytes) else v for v in array.ravel()],
+                                   dtype=object).reshape(array.shape)
+            out[key] = array
+        return out
+
+
+def open_export(export_dir: str) -> LoadedExport:
+    """Loads an export (or a run folder's `export/`) to run its signatures on batches:
+    `open_export(path).run("serving_default", [record_bytes, ...])`,
+    `.run("image_bytes", [jpeg_bytes, ...])`, `.run("features", {"image": array})`."""
+    path = resolve_export_dir(export_dir)
+    loaded, meta = load_export(path)
+    return LoadedExport(path=path, saved_model=loaded, meta=meta)
+
+
+def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
+    """Predicts with an exported SavedModel (its `features` signature, or `serving_default` in
+    exports older than the three signatures).
+
+    Args:
+      export_dir: the export (or a run folder holding `export/`).
+      inputs: TFRecord file paths (read with the training data's format), image files
+        (JPEG/PNG, for image models), or a dict of arrays / an array for the serving inputs.
+
+    Returns:
+      one dict per example (numpy values; `class` as str).
+    """
+    export = open_export(export_dir)
+    meta = export.meta
+    signature = FEATURES_SIGNATURE if FEATURES_SIGNATURE in export.signature_names else EXAMPLES_SIGNATURE
+    feature_arrays = predict_inputs(inputs, meta)
+    check_predict_shapes(feature_arrays, meta.get("feature_spec") or {})
+    n = len(next(iter(feature_arrays.values())))
+    out: list[dict] = []
+    for start in range(0, n, batch_size):
+        arrays = export.run(signature, {k: v[start:start + batch_size] for k, v in feature_arrays.items()})
+        for i in range(len(next(iter(arrays.values())))):
+            out.append({k: v[i] for k, v in arrays.items()})
+    return out
+
+
+def check_predict_shapes(arrays: dict, spec: dict) -> None:
+    """A wrongly shaped input must be an error naming the feature, not a crash inside TensorFlow."""
+    for name, (shape, _dtype) in spec.items():
+        if name not in arrays:
+            raise ConfigError("inputs", sorted(arrays), f"a value for every feature the model takes: {sorted(spec)}")
+        got = tuple(arrays[name].shape)
+        if len(got) != len(shape) + 1 or tuple(got[1:]) != tuple(shape):
+            raise ConfigError(f"inputs.{name}", f"an array of shape {got}",
+                              f"shape (n, {', '.join(str(d) for d in shape)}): one row per example")
+
+
+def predict_inputs(inputs, meta: dict) -> dict:
+    import numpy as np
+
+    spec = meta.get("feature_spec") or {}
+    if isinstance(inputs, Mapping):
+        return {k: np.asarray(v, dtype=spec.get(k, [None, "float32"])[1]) for k, v in inputs.items()}
+    if hasattr(inputs, "shape"):
+        if len(spec) != 1:
+            raise ConfigError("inputs", type(inputs).__name__, f"a dict of arrays for the features {sorted(spec)}")
+        name, (_, dtype) = next(iter(spec.items()))
+        return {name: np.asarray(inputs, dtype=dtype)}
+    files = [str(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    for f in files:
+        if not os.path.exists(f):
+            raise ConfigError("FILE", f, "an existing TFRecord or image file")
+    images = [f for f in files if f.lower().endswith((".jpg", ".jpeg", ".png"))]
+    if images:
+        from tpuestimator.data.decode import decode_image_files
+
+        return {"image": decode_image_files(images, (meta.get("data") or {}).get("image") or {})}
+    from tpuestimator import data
+
+    read = data.client_layout_input(meta.get("data") or {}, files, mode="predict", batch_size=256)
+    columns: dict[str, list] = {}
+    with data.translate_errors(read.data_section, "predict"):  # a bad file is named with its record
+        for element in read():
+            features = element[0] if isinstance(element, tuple) else element
+            for k, v in features.items():
+                columns.setdefault(k, []).append(v.numpy())
+    return {k: np.concatenate(v) for k, v in columns.items()}
