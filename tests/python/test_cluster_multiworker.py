@@ -381,7 +381,10 @@ def test_ctrl_c_stops_every_task(fixtures_dir, tmp_path):
     launcher = subprocess.Popen(
         [sys.executable, "-m", "tpuestimator", "cluster", "--workers", "2", str(fixtures_dir / "parity" / "parity.yaml"),
          "--set", "run.strategy=multi_worker", "--model-dir", str(tmp_path / "m"), "--no-record"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # as from a terminal: pytest started in the background of a script (`cmd &`) has SIGINT
+        # ignored, which the launcher would inherit and rightly keep (the stress runs met it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(set(_marked_processes(mark)) - {launcher.pid}) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
