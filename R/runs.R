@@ -223,9 +223,11 @@ order_run_columns <- function(df) {
   df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, intersect("status", nms), rest)]
 }
 
-# completed, failed (error.json), running (its process is alive on this host) or interrupted.
+# completed, restarted (a whole-cluster restart continued it in another run), failed
+# (error.json), running (its process is alive on this host) or interrupted.
 run_status <- function(run_dir, props) {
   if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
+  if (nzchar(as.character(props$restarted %||% ""))) return("restarted")
   if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
   if (nzchar(as.character(props$interrupted %||% ""))) return("interrupted")  # stopped by a signal
   owner_file <- file.path(run_dir, "tfruns.d", "owner.json")

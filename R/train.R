@@ -231,16 +231,16 @@ job_callbacks <- function(model_fn, hooks, progress, verbose) {
   args <- list()
   if (!is.null(model_fn)) {
     args$model_fn <- if (is.function(model_fn)) {
-      reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE)
+      py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE))
     } else {
       model_fn
     }
   }
   if (length(hooks)) args$hooks <- reticulate::r_to_py(hooks, convert = FALSE)
-  args$progress <- reticulate::r_to_py(
+  args$progress <- py_bridge()$r_callback(reticulate::r_to_py(
     wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
     convert = TRUE
-  )
+  ))
   args
 }
 
@@ -274,7 +274,7 @@ as_hook_list <- function(hooks) {
   lapply(seq_along(hooks), function(i) {
     h <- hooks[[i]]
     if (is.function(h)) {
-      fn <- reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
+      fn <- py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE))
       # Wrapped here so every event (after_eval, after_export too) reaches the R function.
       py_bridge()$callable_hook(fn, name = paste0("r_hook_", i))
     } else if (inherits(h, "python.builtin.object")) {

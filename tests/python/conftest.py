@@ -10,6 +10,9 @@
   together on one worker, so module-scoped fixtures (a trained model, the main job) run
   once; files with `slow` tests are handed out first, so the longest start at once on
   separate workers instead of queueing at the end.
+- Stress mode: ``TPUESTIMATOR_STRESS=N`` runs every test marked ``real_process`` (real
+  clusters, killed processes, full disks, fresh processes: the tests whose outcome can
+  depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``.
 """
 from __future__ import annotations
 
@@ -25,6 +28,18 @@ sys.path.insert(0, str(REPO / "python"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 NUM_LOGICAL_CPUS = 8
+STRESS_ENV = "TPUESTIMATOR_STRESS"
+
+
+def stress_repetitions(environ=None) -> int:
+    """How many times stress mode runs each `real_process` test (1 when it is off)."""
+    raw = (os.environ if environ is None else environ).get(STRESS_ENV, "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise pytest.UsageError(f"{STRESS_ENV}={raw!r}: expected a whole number of repetitions, 1 or more "
+                                f"(e.g. {STRESS_ENV}=20), or unset for one run of each test")
+    return int(raw)
 
 
 def pytest_configure(config):
@@ -33,6 +48,13 @@ def pytest_configure(config):
     cpu = tf.config.list_physical_devices("CPU")[0]
     if not tf.config.get_logical_device_configuration(cpu):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+
+
+def pytest_generate_tests(metafunc):
+    repetitions = stress_repetitions()
+    if repetitions > 1 and metafunc.definition.get_closest_marker("real_process"):
+        metafunc.fixturenames.append("stress_round")
+        metafunc.parametrize("stress_round", range(1, repetitions + 1), ids=lambda i: f"stress{i}")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -16,6 +16,8 @@ from tpuestimator.cluster.sidecar import SidecarOptions, run_sidecar_evaluator
 from tpuestimator.errors import ConfigError
 from tpuestimator.runs import run_info
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 NUM_IDS, STEPS, BATCH = 4096, 60, 16
 

@@ -44,6 +44,8 @@ import yaml
 from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 POINTS = int(os.environ.get("TPUESTIMATOR_FAULT_POINTS", "5"))
 SEED = int(os.environ.get("TPUESTIMATOR_FAULT_SEED", "13"))
 PER_CHAIN = 5

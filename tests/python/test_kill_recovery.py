@@ -17,6 +17,8 @@ import pytest
 
 from tpuestimator.system.faults import RETURN_CODE
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 SETTINGS = ["train.max_steps=40", "train.save_checkpoints_steps=20", "eval.every_n_steps=20", "export.enabled=true",
             "export.exporters=[final, best]"]
 # The CLI, with the run record's progress written at every loop boundary (no time throttle),

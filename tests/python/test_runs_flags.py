@@ -31,7 +31,10 @@ def test_overrides_apply_and_unknown_flags_name_the_fields(fixtures_dir):
     applied = load_config(str(fixtures_dir / "parity" / "parity.yaml"), sets)
     assert applied.params["learning_rate"] == 0.5 and applied.train.max_steps == 20 and applied.model == "mlp"
     with pytest.raises(ConfigError) as err:
-        flag_overrides(cfg, {"learning_rat": 0.5, "max_steps": 20, "train.max_step": 1})
+        flag_overrides(cfg, {"learning_rat": 0.5, "max_steps": 20, "batch_siz": 8})
     message = str(err.value)
-    assert "learning_rat=0.5" in message and "train.max_step=1" in message and "max_steps=20" not in message
+    assert "learning_rat=0.5" in message and "batch_siz=8" in message and "max_steps=20" not in message
     assert "params.learning_rate" in message and "train.max_steps" in message and "learning_rate" in message
+    # a misspelt dotted field: the schema's own error, with its suggestion
+    with pytest.raises(ConfigError, match="did you mean `max_steps`"):
+        flag_overrides(cfg, {"train.max_step": 1})

@@ -60,3 +60,20 @@ test_that("tpu_train() on a model dir another job trains fails with a model-dir-
   expect_identical(normalizePath(err$model_dir), normalizePath(file.path(dir, "m")))
   expect_false(dir.exists("runs"))
 })
+
+test_that("tpu_evaluate() refused by a training's lock names the training's pid, also as fields", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  dir.create("m")
+  file.copy(fixture_path("parity", "parity.yaml"), file.path("m", "config.yaml"))
+  lock <- reticulate::import("tpuestimator.jobs.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
+                                                                         command = "tpuestimator train other.yaml")
+  lock$acquire()
+  on.exit(lock$release(), add = TRUE)
+  err <- tryCatch(tpu_evaluate("m"), error = function(e) e)
+  expect_s3_class(err, "tpuestimator_model_dir_locked_error")
+  expect_identical(err$pid, Sys.getpid())
+  expect_identical(err$owner$pid, Sys.getpid())
+  expect_match(conditionMessage(err), paste("is being trained by pid", Sys.getpid()), fixed = TRUE)
+})

@@ -37,6 +37,8 @@ __all__ = [
     "predict_to_file",
     "quiet_tensorflow",
     "resolve_export_dir",
+    "r_callback",
+    "r_values",
     "run_cluster",
     "run_report",
     "start_tensorboard",
@@ -80,6 +82,41 @@ def to_json(value: Any) -> str:
     from tpuestimator.system.io import json_safe
 
     return json.dumps(json_safe(value), allow_nan=False, default=_json_default)
+
+
+# R's integers are 32-bit: reticulate turns a Python int beyond them into a wrong (negative)
+# R integer. Such ints go to R as doubles (exact up to 2^53).
+_R_INT_MAX = 2**31 - 1
+
+
+def r_values(value: Any) -> Any:
+    """`value` with every int outside R's integer range (numpy ints too) as a float, at any
+    depth of dicts, lists and tuples: what reticulate converts directly (exception fields,
+    callback arguments) then reads right in R. JSON (`to_json`) needs no help: jsonlite reads
+    such numbers as doubles."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) or (getattr(value, "ndim", None) == 0
+                                  and getattr(getattr(value, "dtype", None), "kind", None) in ("i", "u")):
+        number = int(value)
+        return float(number) if abs(number) > _R_INT_MAX else number
+    if isinstance(value, Mapping):
+        return {k: r_values(v) for k, v in value.items()}
+    if type(value) in (list, tuple):   # plain ones: a named tuple's fields stay as they are
+        return type(value)(r_values(v) for v in value)
+    return value
+
+
+def r_callback(fn):
+    """A Python callable calling the R function `fn` (wrapped by reticulate) with `r_values`
+    of its arguments: progress callbacks, hooks and model functions get big ints right."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*(r_values(a) for a in args), **{k: r_values(v) for k, v in kwargs.items()})
+
+    return call
 
 
 def from_json(text: str) -> Any:

@@ -377,8 +377,9 @@ class Estimator:
                               to_model_layout=self.state.to_model_layout)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
-                           checkpoint_path: str | None = None, serving_inputs=None) -> str:
-        """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
+                           checkpoint_path: str | None = None, serving_inputs=None,
+                           assets_extra: Mapping[str, Any] | None = None) -> str:
+        """Writes a versioned SavedModel for TF Serving, `<export_dir_base>/<version>/`; returns its path.
 
         The version defaults to a timestamp in seconds (TF Serving serves the highest). The
         folder appears atomically: a crash mid-export leaves nothing behind. Signatures (all
@@ -387,9 +388,8 @@ class Estimator:
         entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
         `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
         `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
-
-        Returns:
-          The export's path.
+        `assets_extra` (file name -> JSON value) is written under `assets.extra/` before the
+        folder appears, so the export is never seen without it.
         """
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
@@ -397,4 +397,4 @@ class Estimator:
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
         return write_saved_model(self.serving_module(serving_inputs), export_dir_base, version=version,
-                                 model_dir=self.model_dir, step=self.state.step)
+                                 model_dir=self.model_dir, step=self.state.step, assets_extra=assets_extra)

@@ -41,7 +41,14 @@ from tpuestimator.jobs.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_rows
-from tpuestimator.serving.exports import data_serving_inputs, predict, write_export_metadata
+from tpuestimator.serving.exports import (
+    EXPORT_META,
+    data_serving_inputs,
+    export_metadata,
+    is_export_dir,
+    predict,
+    write_export_metadata,
+)
 from tpuestimator.system.diskspace import disk_full_error, is_disk_full, translate_disk_full
 from tpuestimator.system.io import atomic_write_text
 
@@ -178,8 +185,11 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
             recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
-        # what a killed run left half-written (logged; only our own temp names)
-        remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
+        # what a killed run left half-written (logged; only our own temp names). Only by the chief,
+        # the model dir's owner: another worker would also delete the chief's temp files of
+        # writes under way (config.yaml's: the chief then died renaming it, issue 19).
+        if role.is_chief:
+            remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
             try:
                 result = _train(cfg, estimator, recorder, hooks, progress, export,
@@ -290,8 +300,13 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
     serving_inputs = data_serving_inputs(section)
+
+    def metadata(est):  # in every export as it appears, the best one mid-training included
+        return {EXPORT_META: export_metadata(cfg, est)}
+
     exporters = make_exporters(exp.exporters, export_base, keep=exp.keep, best_metric=exp.best_metric,
-                               best_mode=exp.best_mode, serving_inputs=serving_inputs) if export and exp.enabled else []
+                               best_mode=exp.best_mode, serving_inputs=serving_inputs,
+                               assets_extra=metadata) if export and exp.enabled else []
     es = cfg.eval.early_stopping
     eval_spec = EvalSpec(input_fn=eval_fn, steps=cfg.eval.steps, every_n_steps=cfg.eval.every_n_steps,
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
@@ -313,9 +328,11 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     exports = dict(outcome.exports)
     if export and exp.enabled and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step, serving_inputs=serving_inputs)
+                                                        version=outcome.global_step, serving_inputs=serving_inputs,
+                                                        assets_extra=metadata(estimator))
     for path in exports.values():
-        write_export_metadata(path, cfg, estimator)
+        if not is_export_dir(path):  # an export of an older version of this job, found at a rerun
+            write_export_metadata(path, cfg, estimator)
         write_warmup(path, cfg, exp.warmup)
     if estimator.device_info.strategy_name == "multi_worker":
         sync_workers(estimator.strategy)  # no worker exits while another still writes

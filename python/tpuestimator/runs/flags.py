@@ -18,8 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.config import JobConfig
+from tpuestimator.config import JobConfig, check_field, schema
 from tpuestimator.errors import ConfigError
+from tpuestimator.schema.fields import unknown_field
 
 # Where a short name (no dot) is looked up, in order; "" is the top level.
 SHORT_NAME_SECTIONS = ("", "params", "train", "eval")
@@ -50,15 +51,7 @@ def flag_field(cfg: JobConfig, name: str) -> str | None:
     """The dotted field a flag named `name` sets in `cfg`, or None when it names none."""
     raw = cfg.raw
     if "." in name:
-        section, _, rest = name.partition(".")
-        if section == "params":  # the model's hyperparameters: any name is one
-            return name if rest else None
-        node: Any = raw
-        for part in name.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return None
-            node = node[part]
-        return name
+        return name if unknown_field(schema(), name, origin="flag") is None else None
     for section in SHORT_NAME_SECTIONS:
         node = raw if not section else raw.get(section)
         if isinstance(node, Mapping) and name in node and (section or not isinstance(node[name], Mapping)):
@@ -91,6 +84,8 @@ def flag_overrides(cfg: JobConfig, flags: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     unknown: dict[str, Any] = {}
     for name, value in dict(flags).items():
+        if "." in str(name):  # a dotted field: the schema's own error, with its suggestions
+            check_field(str(name), origin="flag")
         field = flag_field(cfg, str(name))
         if field is None:
             unknown[str(name)] = value

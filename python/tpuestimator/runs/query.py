@@ -120,12 +120,16 @@ def _owner_alive(run_dir: Path, start: float | None) -> bool:
 
 
 def run_status(run_dir: str | os.PathLike, properties: Mapping[str, Any] | None = None) -> str:
-    """``completed``, ``failed`` (error.json), ``interrupted`` (an ``interrupted`` property: stopped by a
-    signal) or, else, ``running`` (its process is alive) or ``interrupted`` (it is not)."""
+    """``completed``, ``restarted`` (a ``restarted`` property: a whole-cluster restart continued its
+    training in another run), ``failed`` (error.json), ``interrupted`` (an ``interrupted``
+    property: stopped by a signal) or, else, ``running`` (its process is alive) or
+    ``interrupted`` (it is not)."""
     run_dir = Path(run_dir)
     props = read_properties(run_dir) if properties is None else properties
     if props.get("completed") is True:
         return "completed"
+    if props.get("restarted") not in (None, ""):
+        return "restarted"
     if (run_dir / naming.RECORD_DIR / "error.json").is_file():
         return "failed"
     if props.get("interrupted") not in (None, ""):  # stopped by a signal (RunRecorder.interrupt)

@@ -61,6 +61,12 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
       cfg: the job's `JobConfig`.
       estimator: the Estimator that exported it (built: its spec and feature spec are read).
     """
+    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), export_metadata(cfg, estimator))
+
+
+def export_metadata(cfg, estimator) -> dict:
+    """What `write_export_metadata` writes, for an export of `estimator` at its current step
+    (exporters pass it as `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
     meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
             "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
@@ -70,7 +76,7 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
     if section.get("feature_columns"):  # a table: what its raw values are (predict_table, evaluate)
         meta["table"] = {"feature_columns": section["feature_columns"], "task": section.get("task"),
                          "label": section.get("label")}
-    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
+    return meta
 
 
 def load_export(export_dir: str):
