@@ -44,17 +44,24 @@ table_from_formula <- function(formula, data) {
 }
 
 train_table_run <- function(table, label, model, feature_columns, missing, split, task, overrides, model_dir,
-                            runs_dir, export, verbose, progress) {
+                            runs_dir, export, verbose, progress, flags = NULL) {
   label <- as_string(label, "label")
   if (!label %in% names(table)) {
     stop("`label` is \"", label, "\", which is not a column of the data frame; the columns are: ",
          paste(names(table), collapse = ", "), ".", call. = FALSE)
   }
   model <- as_string(model %||% "dnn", "model")
-  out_dir <- model_dir %||% file.path("models", paste0("table-", label))
+  tfruns_dir <- tfruns_active_run_dir()  # defined in tfruns.R; NULL outside tfruns::training_run()
+  # Inside training_run(), a folder per run that tfruns does not copy (as run_job's default
+  # model dir there), so each run of a tuning_run() trains its own model.
+  default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label)) else
+    file.path(dirname(tfruns_dir), ".models", basename(tfruns_dir))
+  out_dir <- model_dir %||% default_dir
   frame <- r_table_to_py(table)
   args <- list(frame, label, normalizePath(out_dir, mustWork = FALSE), model = model,
                split = as.numeric(split), overrides = as.list(overrides), export = export)
+  if (!is.null(flags)) args$flags_json <- r_to_json(flags)
+  args$run_dir <- tfruns_dir
   if (!is.null(task)) args$task <- as_string(task, "task")
   if (!is.null(feature_columns)) args$feature_columns <- r_to_py_json(feature_columns)
   if (!is.null(missing)) {
@@ -68,6 +75,7 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   )
   result <- with_python(do.call(py_bridge()$train_table, args))
   run <- tpu_run_from_result(result)
+  if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)
   run$table <- list(label = label, levels = if (is.factor(table[[label]])) levels(table[[label]]) else NULL)
   if (verbose) message("run recorded in ", run$run_dir)
   run

@@ -112,6 +112,14 @@
 #' the records into `model_dir/data/manifest.json`, and the model exported so
 #' that [predict()] takes a data frame. Configuration overrides go in `...`
 #' (`train.max_steps = 500L`, `params.hidden_units = list(32L, 16L)`).
+#' `flags` apply as for a configuration; the short names of the canned models'
+#' parameters work although the table's configuration leaves them at their
+#' defaults: `learning_rate`, `optimizer`, `hidden_units`, `dropout`,
+#' `batch_norm` (and `linear_learning_rate`, `linear_optimizer` for
+#' `"wide_and_deep"`). An unknown flag is refused before the table is written.
+#' Inside `tfruns::training_run()` the record goes into tfruns's run and,
+#' unless `model_dir` is given, the table and model into
+#' `<runs folder>/.models/<run>` (a folder per run, which tfruns does not copy).
 #' @return A `tpu_run` object (a list): `run_dir`, `model_dir`, `export_dir`,
 #'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
 #'   per evaluation, with `step`), `global_step` and `config` (the resolved
@@ -171,7 +179,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     if (!is.null(model_fn)) arg_error("model_fn", model_fn, "NULL with a data frame: name a canned model in `model`")
     return(train_table_run(table$data, table$label, model, feature_columns, missing, split, task, overrides,
                            as_nullable_path(model_dir, "model_dir"), as_nullable_path(runs_dir, "runs_dir"),
-                           export, verbose, progress))
+                           export, verbose, progress, flags))
   }
   if (!is.null(model)) overrides <- c(overrides, paste0("model=", as_string(model, "model")))
   if (is.character(model_fn)) {

@@ -207,3 +207,19 @@ def test_examples_python_tables_runs(tmp_path):
                          capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "'rmse'" in out.stdout
+
+
+@pytest.mark.parametrize("model", ["linear", "dnn", "wide_and_deep"])
+def test_flags_name_the_canned_models_params(model):
+    from tpuestimator.tables.api import table_config, table_flag_overrides
+
+    cfg = table_config("unwritten/manifest.json", model=model)
+    sets = table_flag_overrides(cfg, model, ["train.max_steps=20"],
+                                {"learning_rate": 0.2, "max_steps": 7, "params.hidden_units": [8]})
+    assert sets == ["params.learning_rate=0.2", "train.max_steps=7", "params.hidden_units=[8]"]
+
+
+def test_unknown_flag_is_refused_before_the_table_is_written(tmp_path):
+    with pytest.raises(ConfigError, match=r"learning_rat=0.1.*params\.learning_rate"):
+        train_table(pd.read_csv(CARS), label="mpg", out_dir=tmp_path / "out", flags={"learning_rat": 0.1})
+    assert not (tmp_path / "out").exists()

@@ -365,12 +365,16 @@ def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = Non
 
 def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
                 split: float = 0.2, feature_columns: Mapping[str, Any] | None = None,
-                missing: Any = None, overrides: Sequence[str] = (), **job_kwargs: Any) -> Any:
-    """`tpuestimator.tables.train_table` from R (config overrides as `section.field=value` strings)."""
+                missing: Any = None, overrides: Sequence[str] = (), flags_json: str | None = None,
+                **job_kwargs: Any) -> Any:
+    """`tpuestimator.tables.train_table` from R (config overrides as `section.field=value` strings,
+    a run's flags as the JSON text of an R list, mapped as `flag_overrides` maps them)."""
     from tpuestimator.tables import train_table as _train_table
 
+    flags = json.loads(flags_json) if flags_json else None
     return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=float(split),
-                        feature_columns=feature_columns, missing=missing, overrides=list(overrides), **job_kwargs)
+                        feature_columns=feature_columns, missing=missing, overrides=list(overrides), flags=flags,
+                        **job_kwargs)
 
 
 def table_export(export_dir: str) -> dict | None:

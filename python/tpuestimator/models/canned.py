@@ -22,6 +22,16 @@ from tpuestimator.models import tabular
 from tpuestimator.models.feature_columns import cardinality
 from tpuestimator.models.heads import head_spec, output_units
 
+# The parameters each canned model reads and their defaults when `params` leaves them out
+# (tables.api maps a run's short flag names, e.g. `learning_rate`, through these).
+_DNN_DEFAULTS = {"optimizer": "adam", "learning_rate": 0.01, "hidden_units": [64, 32], "dropout": 0.0,
+                 "batch_norm": False}
+PARAM_DEFAULTS: dict[str, dict] = {
+    "linear": {"optimizer": "adam", "learning_rate": 0.05},
+    "dnn": _DNN_DEFAULTS,
+    "wide_and_deep": {**_DNN_DEFAULTS, "linear_optimizer": "ftrl", "linear_learning_rate": 0.05},
+}
+
 
 def _columns(params: dict) -> dict[str, dict]:
     columns = params.get("feature_columns")
@@ -51,7 +61,8 @@ def _serving(params: dict) -> dict:
     return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
 
 
-def _optimizer(params: dict, prefix: str = "", default: str = "adam", learning_rate: float = 0.01):
+def _optimizer(params: dict, prefix: str = "", default: str = "adam",
+               learning_rate: float = _DNN_DEFAULTS["learning_rate"]):
     import keras
 
     kind = params.get(f"{prefix}optimizer", default)
@@ -119,7 +130,7 @@ def _deep_input(inputs, columns, names, name: str):
 def _dnn_tower(x, params: dict, name: str):
     import keras
 
-    hidden = params.get("hidden_units", [64, 32])
+    hidden = params.get("hidden_units", list(_DNN_DEFAULTS["hidden_units"]))
     if not isinstance(hidden, list) or not all(isinstance(u, int) and u > 0 for u in hidden):
         raise ConfigError("params.hidden_units", hidden, "a list of positive integers, e.g. [64, 32]")
     dropout = float(params.get("dropout", 0.0) or 0.0)
@@ -143,7 +154,7 @@ def linear(params: dict):
     inputs = _inputs(params)
     out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear")
     model = keras.Model(inputs, out, name="linear")
-    return head_spec(params, model, _optimizer(params, learning_rate=0.05), **_serving(params))
+    return head_spec(params, model, _optimizer(params, learning_rate=PARAM_DEFAULTS["linear"]["learning_rate"]), **_serving(params))
 
 
 def dnn(params: dict):

@@ -35,11 +35,29 @@ def table_config(manifest: str, *, model: str = "dnn", config: Mapping[str, Any]
     return out
 
 
+def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str],
+                         flags: Mapping[str, Any]) -> list[str]:
+    """``key=value`` overrides for `flags` on the table config `cfg` (with `overrides` applied).
+
+    The canned models read parameters the table config leaves out (`learning_rate`,
+    `hidden_units`, ...; `models.canned.PARAM_DEFAULTS`), so their short names are looked up
+    as if the config held the defaults: ``learning_rate`` sets ``params.learning_rate`` as it
+    does for a config that names it.
+    """
+    from tpuestimator.config import load_config
+    from tpuestimator.models.canned import PARAM_DEFAULTS
+    from tpuestimator.runs.flags import flag_overrides
+
+    with_defaults = dict(cfg)
+    with_defaults["params"] = {**PARAM_DEFAULTS.get(model, {}), **dict(cfg.get("params") or {})}
+    return flag_overrides(load_config(with_defaults, overrides), flags)
+
+
 def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: str = "dnn",
                 task: str | None = None, split: float = 0.2, seed: int = 0,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
                 config: Mapping[str, Any] | None = None, runs_dir: str | None = None,
-                model_dir: str | None = None, **job_kwargs):
+                model_dir: str | None = None, flags: Mapping[str, Any] | None = None, **job_kwargs):
     """Writes `source` as a table under `out_dir/data`, trains `model` on it into `out_dir/model`
     (evaluating on the held-out split, exporting at the end) and returns the `JobResult`.
 
@@ -49,12 +67,23 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       model: `linear`, `dnn` or `wide_and_deep` (or any model name a config takes).
       config: config sections merged over the defaults (`table_config`).
       runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
+      flags: a run's flags (tfruns's FLAGS from R) applied after the overrides, named as
+        `tpuestimator.runs.flags` maps them; see `table_flag_overrides`.
       job_kwargs: passed to `tpuestimator.jobs.job.run_job` (overrides, progress, hooks, ...).
+
+    Raises:
+      ConfigError: a flag that names no configuration field (before anything is written).
     """
     from tpuestimator.jobs.job import run_job
     from tpuestimator.tables.write import write_table
 
     out_dir = os.path.abspath(os.fspath(out_dir))
+    if flags:
+        # Mapped against the config the training will use (its manifest is written below), so
+        # an unknown flag stops the call before the table is written.
+        planned = table_config(os.path.join(out_dir, "data", "manifest.json"), model=model, config=config)
+        overrides = list(job_kwargs.get("overrides", ()))
+        job_kwargs["overrides"] = overrides + table_flag_overrides(planned, model, overrides, flags)
     manifest = write_table(source, os.path.join(out_dir, "data"), label=label, task=task, split=split, seed=seed,
                            feature_columns=feature_columns, missing=missing, overwrite=True)
     cfg = table_config(manifest["path"], model=model, config=config)
