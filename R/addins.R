@@ -1,8 +1,8 @@
 #' RStudio addins
 #'
-#' Functions behind the RStudio addins "View latest run" ([view_run()] on
-#' [latest_run()]) and "TensorBoard for latest run" ([tensorboard()] on
-#' [latest_run()]). They work outside RStudio too.
+#' Functions behind the RStudio addins "View latest run" ([tpu_view_run()] on
+#' [tpu_latest_run()]) and "TensorBoard for latest run" ([tpu_tensorboard()] on
+#' [tpu_latest_run()]). They work outside RStudio too.
 #'
 #' @return The report's path or TensorBoard's URL, invisibly; `NULL` when there
 #'   are no runs.
@@ -17,21 +17,21 @@ NULL
 #' @rdname tpuestimatorr_addins
 #' @export
 addin_view_latest_run <- function() {
-  run <- latest_run()
+  run <- tpu_latest_run()
   if (is.null(run)) {
     message("No runs in \"", default_runs_dir(), "\" yet: train one with tpu_train().")
     return(invisible(NULL))
   }
-  view_run(run, viewer = default_viewer() %||% utils::browseURL)
+  tpu_view_run(run, viewer = default_viewer() %||% utils::browseURL)
 }
 
 #' @rdname tpuestimatorr_addins
 #' @export
 addin_tensorboard_latest_run <- function() {
-  run <- latest_run()
+  run <- tpu_latest_run()
   if (is.null(run)) {
     message("No runs in \"", default_runs_dir(), "\" yet: train one with tpu_train().")
     return(invisible(NULL))
   }
-  tensorboard(run, launch_browser = TRUE)
+  tpu_tensorboard(run, launch_browser = TRUE)
 }

@@ -16,9 +16,8 @@ python_error_classes <- c(
 # Attributes copied from the Python exception onto the R condition, when present.
 python_error_fields <- c("field", "value", "allowed", "source", "path", "record", "feature",
                          "step", "what", "last_good_checkpoint", "report_path",
-                         "model_dir", "lock_path", "signal_name", "exit_code", "checkpoint", "free_bytes")
-# Fields that can exceed R's integer range (read as doubles).
-python_error_big_ints <- "free_bytes"
+                         "model_dir", "lock_path", "pid", "owner", "signal_name", "exit_code", "checkpoint",
+                         "free_bytes")
 
 #' Conditions signalled by tpuestimatorr
 #'
@@ -42,7 +41,8 @@ python_error_big_ints <- "free_bytes"
 #' `python_traceback` and the exception's attributes: `field`, `value`, `allowed`
 #' for configuration errors; `path`, `record`, `feature` for data errors; `step`,
 #' `what`, `last_good_checkpoint`, `report_path` for non-finite errors; `model_dir`,
-#' `lock_path` when another job holds the model dir; `signal_name`, `exit_code`,
+#' `lock_path`, `pid` and `owner` (its `pid`, `host`, `started`, `command`) when another
+#' job holds the model dir; `signal_name`, `exit_code`,
 #' `step`, `checkpoint` for a training stopped by a signal; `path`, `what`, `free_bytes`,
 #' `last_good_checkpoint` for a full disk.
 #'
@@ -121,14 +121,14 @@ python_condition <- function(e) {
   fields <- list()
   if (!is.null(exc)) {
     for (name in python_error_fields) {
+      # r_values: ints beyond R's 32-bit integers (free_bytes, a step, a record, a value)
+      # arrive as doubles, not wrapped into negative R integers by reticulate
       value <- tryCatch(
-        if (reticulate::py_has_attr(exc, name)) reticulate::py_to_r(reticulate::py_get_attr(exc, name)),
+        if (reticulate::py_has_attr(exc, name)) {
+          reticulate::py_to_r(py_bridge()$r_values(reticulate::py_get_attr(exc, name)))
+        },
         error = function(err) NULL
       )
-      if (is.integer(value) && name %in% python_error_big_ints) {
-        # reticulate wraps a Python int over 2^31 into a negative R integer
-        value <- as.numeric(reticulate::py_str(reticulate::py_get_attr(exc, name)))
-      }
       if (!is.null(value)) {
         fields[[name]] <- if (inherits(value, "python.builtin.object")) {
           tryCatch(reticulate::py_str(value), error = function(err) NULL)

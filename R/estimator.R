@@ -28,9 +28,16 @@
 #' | hooks (`hook_*()`, `session_run_hook()`) | R functions `function(event, info)` in `hooks =` |
 #' | `run_config(save_checkpoints_steps = ...)` | `train.save_checkpoints_steps` in the configuration |
 #' | `tpu_config(iterations_per_loop = ...)` (TPUEstimator) | `train.iterations_per_loop` |
-#' | tfruns `ls_runs()`, `view_run()`, `compare_runs()` | the same names here (runs recorded in tfruns's format) |
+#' | tfruns `ls_runs()`, `view_run()`, `compare_runs()` | tfruns's own, or `tpu_ls_runs()`, ... |
 #'
 #' (*) `tpuestimator$ModelSpec(model = , loss = , optimizer = )`: one Keras model for every mode.
+#'
+#' @section train(), evaluate() and export_savedmodel() beside tensorflow:
+#' The tensorflow R package (and tfestimators, which re-exports them) has
+#' generics of the same names. Whichever package was attached last, the call
+#' does the same: this package registers its `tpu_estimator` methods with
+#' tensorflow's generics when tensorflow is loaded, and its own generics hand
+#' any other object to tensorflow's. See [tpuestimatorr-names].
 #'
 #' @param model_fn `NULL` (use the configuration's `model`), an R function
 #'   `function(params)` returning `tpuestimator$ModelSpec(...)`, a Python callable,
@@ -108,6 +115,10 @@ train <- function(object, ...) UseMethod("train")
 
 #' @rdname train
 #' @export
+train.default <- function(object, ...) forward_to_foreign_generic("train", object, ...)
+
+#' @rdname train
+#' @export
 train.tpu_estimator <- function(object, steps = NULL, max_steps = NULL, hooks = NULL, ...) {
   steps <- as_nullable_integer(steps, "steps")
   max_steps <- as_nullable_integer(max_steps, "max_steps")
@@ -138,6 +149,10 @@ train.tpu_estimator <- function(object, steps = NULL, max_steps = NULL, hooks = 
 #' @return A named list of metrics.
 #' @export
 evaluate <- function(object, ...) UseMethod("evaluate")
+
+#' @rdname evaluate
+#' @export
+evaluate.default <- function(object, ...) forward_to_foreign_generic("evaluate", object, ...)
 
 #' @rdname evaluate
 #' @export
@@ -173,6 +188,13 @@ predict.tpu_estimator <- function(object, newdata, ...) {
 #' @return The export's path, invisibly.
 #' @export
 export_savedmodel <- function(object, export_dir_base, ...) UseMethod("export_savedmodel")
+
+#' @rdname export_savedmodel
+#' @export
+export_savedmodel.default <- function(object, export_dir_base, ...) {
+  if (missing(export_dir_base)) return(forward_to_foreign_generic("export_savedmodel", object, ...))
+  forward_to_foreign_generic("export_savedmodel", object, export_dir_base, ...)
+}
 
 #' @rdname export_savedmodel
 #' @export

@@ -1,6 +1,6 @@
 # Wrappers of the job-level Python API: evaluate, predict, export, check, data, examples.
 
-# A run (tpu_run, ls_runs() row, run folder or model folder) -> path for Python.
+# A run (tpu_run, tpu_ls_runs() row, run folder or model folder) -> path for Python.
 run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "export_dir")) {
   prefer <- match.arg(prefer)
   if (inherits(run, "tpu_run")) {
@@ -15,19 +15,19 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
     return(run$model_dir %||% arg_error(name, "tpu_estimator", "an estimator that has been trained"))
   }
   if (is.data.frame(run)) {
-    if (nrow(run) < 1L || is.null(run$run_dir)) arg_error(name, run, "a row of ls_runs()")
-    return(run_target(run_info(run$run_dir[[1]]), name, prefer))
+    if (nrow(run) < 1L || is.null(run$run_dir)) arg_error(name, run, "a row of tpu_ls_runs()")
+    return(run_target(tpu_run_info(run$run_dir[[1]]), name, prefer))
   }
   if (is.character(run) && length(run) == 1L && !is.na(run)) {
     path <- normalizePath(path.expand(run), mustWork = FALSE)
     if (!file.exists(path)) {
       stop("`", name, "` must be a run, a run folder or a model folder. Received: ", name, " = \"",
-           run, "\" (no such folder). See ls_runs() for the runs recorded here.", call. = FALSE)
+           run, "\" (no such folder). See tpu_ls_runs() for the runs recorded here.", call. = FALSE)
     }
-    if (dir.exists(file.path(path, "tfruns.d"))) return(run_target(run_info(path), name, prefer))
+    if (dir.exists(file.path(path, "tfruns.d"))) return(run_target(tpu_run_info(path), name, prefer))
     return(path)
   }
-  arg_error(name, run, "a tpu_run (from tpu_train() or latest_run()), an ls_runs() row or a folder path")
+  arg_error(name, run, "a tpu_run (from tpu_train() or tpu_latest_run()), a tpu_ls_runs() row or a folder path")
 }
 
 #' Evaluate a trained model or an export
@@ -40,8 +40,8 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' one-vs-rest macro average), log-loss, the confusion matrix and a per-class
 #' table, recorded as a run (with the confusion matrix as a PNG).
 #'
-#' @param run A `tpu_run` (from [tpu_train()] or [latest_run()]), a row of
-#'   [ls_runs()], a run folder, a model folder, or an export folder.
+#' @param run A `tpu_run` (from [tpu_train()] or [tpu_latest_run()]), a row of
+#'   [tpu_ls_runs()], a run folder, a model folder, or an export folder.
 #' @param data `NULL` (the configuration's `data.eval`), or a glob of TFRecord files
 #'   in the same format as the training data (see [tpu_write_tfrecords()]).
 #' @param runs_dir For an export: where the evaluation's run record goes (`NULL`:
@@ -122,7 +122,7 @@ as_nullable_data_pattern <- function(data) {
 #' (`tpuestimator.jobs.export_jobs`): with `out`, the predictions go to a CSV or Parquet
 #' file batch by batch, so memory stays flat in the number of records.
 #'
-#' @param run_or_export A `tpu_run`, a row of [ls_runs()], a run folder, a model
+#' @param run_or_export A `tpu_run`, a row of [tpu_ls_runs()], a run folder, a model
 #'   folder or a SavedModel export folder.
 #' @param newdata The examples: a data frame (one column per feature), a matrix or
 #'   array whose first dimension indexes examples (for a model with a single input,
@@ -341,17 +341,10 @@ tidy_prediction_df <- function(df, class_names = NULL) {
   df[c(front, setdiff(names(df), front))]
 }
 
-# A SavedModel folder from a run/model/export folder: the folder itself when it holds
-# saved_model.pb, else the newest export under it (final/ before best/ before latest/).
+# A SavedModel folder from a run/model/export folder: the Python core's answer
+# (serving.exports.resolve_export_dir, as the command line's), so R and Python mean the same export.
 find_saved_model <- function(path) {
-  if (file.exists(file.path(path, "saved_model.pb"))) return(path)
-  pbs <- list.files(path, pattern = "^saved_model\\.pb$", recursive = TRUE, full.names = TRUE)
-  if (!length(pbs)) return(path)  # let Python name the problem
-  dirs <- dirname(pbs)
-  rank <- ifelse(grepl("/final/", dirs), 0L, ifelse(grepl("/best/", dirs), 1L, 2L))
-  version <- suppressWarnings(as.numeric(basename(dirs)))
-  version[is.na(version)] <- -Inf
-  dirs[order(rank, -version)][[1]]
+  as.character(reticulate::py_to_r(with_python(py_bridge()$resolve_export_dir(path))))
 }
 
 export_class_names <- function(export_dir) {
@@ -371,7 +364,7 @@ export_class_names <- function(export_dir) {
 #' `features` (decoded tensors). A `.tflite` file is written beside its
 #' SavedModel and verified against it on the evaluation records.
 #'
-#' @param run A `tpu_run`, a row of [ls_runs()], a run folder or a model folder.
+#' @param run A `tpu_run`, a row of [tpu_ls_runs()], a run folder or a model folder.
 #' @param export_dir Where to write the export.
 #' @param format `"saved_model"` or `"tflite"`.
 #' @param quantize For `format = "tflite"`: `NULL` or `"none"` (float32),
@@ -543,19 +536,38 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
 #' (`tpuestimator.examples.write_example()`). `"digits"`: 8x8 handwritten digits,
 #' ten classes, a small CNN that reaches about 97% accuracy in a minute on a CPU.
 #'
+#' @section Reruns:
+#' By default the example goes to the same folder every time, in this user's
+#' cache of the package (`tools::R_user_dir("tpuestimatorr", "cache")`, under
+#' `examples/<name>`), so the configuration's data paths are the same in every
+#' R session. That is what lets a script such as
+#' `tpu_train(tpu_example("digits"))` run again in a new session: the model
+#' dir (`models/digits` in the working directory) was trained on the same data
+#' files, so the rerun resumes from its checkpoint (or finds training done)
+#' instead of stopping with a `ModelDirConflictError` about changed data paths.
+#' A rerun rewrites the example's files with the same bytes. Pass `dir` for a
+#' folder of your own; a new folder per call (`dir = tempfile()`) means a new
+#' model dir per call too.
+#'
 #' @param name The example's name, e.g. `"digits"`.
-#' @param dir Folder to write into (created). Default: a new temporary folder.
+#' @param dir Folder to write into (created). Default: `examples/<name>` in
+#'   this user's cache of the package (the same folder in every session).
 #' @return The path of the example's configuration file.
 #' @examples
 #' if (tpuestimator_available()) {
-#'   path <- tpu_example("digits")
+#'   path <- tpu_example("digits", dir = tempfile())
 #'   readLines(path)
 #' }
 #' @export
-tpu_example <- function(name = "digits", dir = tempfile("tpu-example-")) {
+tpu_example <- function(name = "digits", dir = example_cache_dir(name)) {
   name <- as_string(name, "name")
   dir <- as_path(dir, "dir")
   res <- with_python(py_bridge()$write_example(name, dir))
   path <- py_to_r_json(res)
   normalizePath(path)
+}
+
+# The folder tpu_example() writes `name` into by default: the same in every session.
+example_cache_dir <- function(name) {
+  file.path(tools::R_user_dir("tpuestimatorr", which = "cache"), "examples", name)
 }

@@ -11,7 +11,7 @@
 #' cfg <- tpu_config(tpu_example("digits"), train.max_steps = 300L)
 #' run <- tpu_train(cfg)
 #' run
-#' ls_runs()
+#' tpu_ls_runs()
 #' ```
 #'
 #' @section Choosing the Python:
@@ -32,17 +32,19 @@
 #' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
 #' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].
 #'
-#' @seealso [tpu_train()], [ls_runs()], [tpu_estimator()] for users of tfestimators.
+#' @seealso [tpu_train()], [tpu_ls_runs()], [tpu_estimator()] for users of tfestimators.
 #' @keywords internal
 "_PACKAGE"
 
 # Internal state: the version-checked core module, the bridge module (tpuestimatorr_bridge),
-# the TensorBoard process, the error an R callback raised while Python was calling it.
+# the TensorBoard server, the error an R callback raised while Python was calling it.
 .globals <- new.env(parent = emptyenv())
 .globals$core <- NULL
 .globals$bridge <- NULL
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
+.globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
+.globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once
 
 #' The tpuestimator Python module
 #'
@@ -61,6 +63,7 @@ tpuestimator <- NULL
 
 .onLoad <- function(libname, pkgname) {
   configure_python()
+  register_foreign_methods()  # names.R: train()/evaluate()/export_savedmodel() beside tensorflow
   # With Python not started yet, this only records the import (library() stays fast and works
   # before Python is set up). With Python already running (e.g. the package reloaded, or R
   # embedded in Python through rpy2) the import happens now and may fail: keep a stand-in that
@@ -95,10 +98,7 @@ print.tpuestimator_missing_module <- function(x, ...) {
 }
 
 .onUnload <- function(libpath) {
-  tb <- .globals$tensorboard
-  if (!is.null(tb) && tb$process$is_alive()) {
-    try(tb$process$kill_tree(), silent = TRUE)
-  }
+  try(tensorboard_stop(), silent = TRUE)  # tensorboard.R
   invisible()
 }
 

@@ -2,24 +2,35 @@
 
 default_runs_dir <- function() getOption("tfruns.runs_dir", "runs")
 
-# One reader of run records: these columns, names, types and order are the same as Python's
-# `tpuestimator runs ls` (python/tpuestimator/runs/query.py: INT_COLUMNS, FRONT_COLUMNS,
-# order_columns, column_type). tests/fixtures/runs/expected_columns.json is checked by both
-# test suites (test-runs-columns.R, test_runs_columns.py).
-run_integer_props <- c("samples", "validation_samples", "steps", "epochs", "batch_size",
-                       "epochs_completed", "steps_completed", "global_step", "max_steps",
-                       "resumed_from_step", "num_replicas")
-run_numeric_props <- c("learning_rate")
-# tfruns's own order (rstudio/tfruns R/ls_runs.R, return_runs()).
-run_front_props <- c("samples", "validation_samples", "batch_size", "steps", "steps_completed",
-                     "epochs", "epochs_completed", "metrics", "model", "loss_function", "optimizer",
-                     "learning_rate", "script", "source", "start", "end", "completed", "output",
-                     "error_message", "error_traceback", "source_code", "context", "type")
+# One reader of run records: the columns' types and order come from the same JSON file as
+# Python's `tpuestimator runs ls` (python/tpuestimator/schema/run_columns.json, installed as
+# inst/schema/run_columns.json, a link to it), so the two readers agree by construction;
+# tests/fixtures/runs/expected_columns.json is checked by both test suites (test-runs-columns.R,
+# test_runs_columns.py). Read with jsonlite: the run reader works without Python.
+run_columns <- function() {
+  cols <- .globals$run_columns
+  if (is.null(cols)) {
+    path <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
+    if (!nzchar(path)) {
+      stop("The tpuestimatorr installation lacks schema/run_columns.json: reinstall it.", call. = FALSE)
+    }
+    cols <- lapply(jsonlite::read_json(path, simplifyVector = TRUE), as.character)
+    .globals$run_columns <- cols
+  }
+  cols
+}
+run_integer_props <- function() {
+  cols <- run_columns()
+  c(cols$integer_properties, cols$integer_columns)
+}
+run_numeric_props <- function() run_columns()$double_properties
+run_front_props <- function() run_columns()$front_columns
 # tfruns R/ls_runs.R valid_steps_units / get_steps_unit(): the progress column is
 # steps_completed when the run has a `steps` property, else epochs_completed when it has
 # `epochs`, else steps_completed.
 run_progress_column <- function(props) {
-  unit <- c(intersect(c("steps", "epochs"), names(props)), "steps")[[1]]
+  units <- run_columns()$steps_units
+  unit <- c(intersect(units, names(props)), units[[1]])[[1]]
   paste0(unit, "_completed")
 }
 # tfruns R/ls_runs.R run_record(): its loop over the metrics.json keys (`epoch` skipped)
@@ -61,16 +72,16 @@ run_completed_rows <- function(metrics) {
 #'   `eval_accuracy > 0.9`.
 #' @return A data frame of class `tpu_runs_df`, one row per run (zero rows when
 #'   there are none).
-#' @seealso [latest_run()], [run_info()], [view_run()], [compare_runs()]
+#' @seealso [tpu_latest_run()], [tpu_run_info()], [tpu_view_run()], [tpu_compare_runs()]
 #' @examples
-#' runs <- ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
+#' runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
 #' nrow(runs)
 #' \dontrun{
-#' ls_runs(latest_n = 5)
-#' ls_runs(order = "eval_accuracy", subset = completed)
+#' tpu_ls_runs(latest_n = 5)
+#' tpu_ls_runs(order = "eval_accuracy", subset = completed)
 #' }
 #' @export
-ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "start",
+tpu_ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "start",
                     decreasing = TRUE, subset = NULL) {
   runs_dir <- as_string(runs_dir, "runs_dir")
   latest_n <- as_nullable_integer(latest_n, "latest_n")
@@ -89,7 +100,7 @@ ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = "sta
   if (length(order) && nrow(df) > 1L) {
     missing_cols <- setdiff(order, names(df))
     if (length(missing_cols)) {
-      stop("`order` names columns that ls_runs() does not have: ", paste(missing_cols, collapse = ", "),
+      stop("`order` names columns that tpu_ls_runs() does not have: ", paste(missing_cols, collapse = ", "),
            ". Available: ", paste(names(df), collapse = ", "), ".", call. = FALSE)
     }
     keys <- lapply(order, function(col) {
@@ -187,13 +198,13 @@ type_run_columns <- function(df) {
   if (!nrow(df)) return(df)
   for (col in names(df)) {
     v <- df[[col]]
-    if (col %in% c("start", "end")) {
+    if (col %in% run_columns()$time_properties) {
       df[[col]] <- as.POSIXct(suppressWarnings(as.numeric(v)), origin = "1970-01-01", tz = "UTC")
-    } else if (col == "completed") {
+    } else if (col %in% run_columns()$logical_properties) {
       df[[col]] <- as.logical(toupper(as.character(v)))
-    } else if (col %in% run_integer_props) {
+    } else if (col %in% run_integer_props()) {
       df[[col]] <- suppressWarnings(as.integer(v))
-    } else if (col %in% run_numeric_props || startsWith(col, "eval_") || startsWith(col, "metric_")) {
+    } else if (col %in% run_numeric_props() || startsWith(col, "eval_") || startsWith(col, "metric_")) {
       if (is.character(v) || is.integer(v) || (is.logical(v) && all(is.na(v)))) v <- suppressWarnings(as.double(v))
       df[[col]] <- v
     }
@@ -206,15 +217,17 @@ order_run_columns <- function(df) {
   eval_cols <- nms[startsWith(nms, "eval_")]
   metric_cols <- nms[startsWith(nms, "metric_")]
   flag_cols <- nms[startsWith(nms, "flag_")]
-  front <- intersect(run_front_props, nms)
+  front <- intersect(run_front_props(), nms)
   rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front, "status"))
   rest <- sort(rest, method = "radix")  # by code point, as Python's sorted()
   df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, intersect("status", nms), rest)]
 }
 
-# completed, failed (error.json), running (its process is alive on this host) or interrupted.
+# completed, restarted (a whole-cluster restart continued it in another run), failed
+# (error.json), running (its process is alive on this host) or interrupted.
 run_status <- function(run_dir, props) {
   if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
+  if (nzchar(as.character(props$restarted %||% ""))) return("restarted")
   if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
   if (nzchar(as.character(props$interrupted %||% ""))) return("interrupted")  # stopped by a signal
   owner_file <- file.path(run_dir, "tfruns.d", "owner.json")
@@ -226,7 +239,7 @@ run_status <- function(run_dir, props) {
   "interrupted"
 }
 
-# The type of each ls_runs() column, in the vocabulary shared with Python's column_type():
+# The type of each tpu_ls_runs() column, in the vocabulary shared with Python's column_type():
 # "character", "integer", "double", "logical" or "time".
 run_column_types <- function(df) {
   vapply(df, function(v) {
@@ -246,6 +259,10 @@ print.tpu_runs_df <- function(x, ...) {
   }
   cat("<tpu_runs_df>: ", nrow(x), " run", if (nrow(x) != 1L) "s", ", ", ncol(x), " columns\n", sep = "")
   nms <- names(x)
+  if (!"run_dir" %in% nms) {  # a selection of columns, e.g. runs[, c("eval_loss", "flag_lr")]
+    print(as.data.frame(unclass(x), stringsAsFactors = FALSE), digits = 4, row.names = FALSE)
+    return(invisible(x))
+  }
   show <- c("run_dir", nms[startsWith(nms, "eval_")], nms[startsWith(nms, "metric_")],
             intersect(c("steps_completed", "start", "completed"), nms))
   out <- as.data.frame(unclass(x)[show], stringsAsFactors = FALSE)
@@ -263,26 +280,26 @@ print.tpu_runs_df <- function(x, ...) {
 #'
 #' Reads a run folder into a `tpu_run` object (the same class [tpu_train()]
 #' returns), so it can be passed to [tpu_evaluate()], [tpu_predict()],
-#' [tpu_export()], [view_run()] and [tensorboard()]. Works without Python.
+#' [tpu_export()], [tpu_view_run()] and [tpu_tensorboard()]. Works without Python.
 #'
-#' @param run_dir A run folder (or a `tpu_run`, or a row of [ls_runs()]).
+#' @param run_dir A run folder (or a `tpu_run`, or a row of [tpu_ls_runs()]).
 #' @return A `tpu_run`: `run_dir`, `model_dir`, `export_dir`, `metrics` (the
 #'   final evaluation), `history` (`metrics.json` as a data frame), `global_step`,
 #'   `config` (when the run holds `config.yaml`), plus `flags`, `properties`,
 #'   `completed`, `start`, `end`, `error`.
 #' @examples
 #' \dontrun{
-#' run_info(ls_runs()$run_dir[[1]])
+#' tpu_run_info(tpu_ls_runs()$run_dir[[1]])
 #' }
 #' @export
-run_info <- function(run_dir) {
+tpu_run_info <- function(run_dir) {
   if (inherits(run_dir, "tpu_run")) run_dir <- run_dir$run_dir
   if (is.data.frame(run_dir)) run_dir <- run_dir$run_dir[[1]]
   run_dir <- as_string(run_dir, "run_dir")
   meta_dir <- file.path(run_dir, "tfruns.d")
   if (!dir.exists(meta_dir)) {
     stop("`run_dir` is not a run folder (it has no tfruns.d/). Received: run_dir = \"", run_dir,
-         "\". See ls_runs() for the runs recorded here.", call. = FALSE)
+         "\". See tpu_ls_runs() for the runs recorded here.", call. = FALSE)
   }
   run_dir <- normalizePath(run_dir, winslash = "/")
   props <- read_properties(meta_dir)
@@ -345,22 +362,22 @@ parse_time_prop <- function(x) {
 #' The run whose folder name (its start time) sorts last, as tfruns's
 #' `latest_run()`.
 #'
-#' @inheritParams ls_runs
-#' @return A `tpu_run` (see [run_info()]), or `NULL` when there are no runs.
+#' @inheritParams tpu_ls_runs
+#' @return A `tpu_run` (see [tpu_run_info()]), or `NULL` when there are no runs.
 #' @examples
-#' latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
 #' @export
-latest_run <- function(runs_dir = default_runs_dir()) {
+tpu_latest_run <- function(runs_dir = default_runs_dir()) {
   runs_dir <- as_string(runs_dir, "runs_dir")
   dirs <- list_run_dirs(runs_dir)
   if (!length(dirs)) return(NULL)
-  run_info(dirs[[1]])
+  tpu_run_info(dirs[[1]])
 }
 
-# A run argument (tpu_run, ls_runs() row, path, NULL -> latest) -> run folder.
+# A run argument (tpu_run, tpu_ls_runs() row, path, NULL -> latest) -> run folder.
 as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
   if (is.null(run)) {
-    latest <- latest_run(runs_dir)
+    latest <- tpu_latest_run(runs_dir)
     if (is.null(latest)) {
       stop("There are no runs in \"", runs_dir, "\" (", normalizePath(runs_dir, mustWork = FALSE),
            "). Train one with tpu_train(), or pass `", name, "` explicitly.", call. = FALSE)
@@ -369,15 +386,15 @@ as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
   }
   if (inherits(run, "tpu_run")) return(run$run_dir)
   if (is.data.frame(run)) {
-    if (!nrow(run)) arg_error(name, run, "a row of ls_runs() (this data frame has no rows)")
+    if (!nrow(run)) arg_error(name, run, "a row of tpu_ls_runs() (this data frame has no rows)")
     return(run$run_dir[[1]])
   }
   if (is.character(run) && length(run) == 1L) {
     if (!dir.exists(file.path(run, "tfruns.d"))) {
       stop("`", name, "` is not a run folder (no tfruns.d/ inside). Received: ", name, " = \"", run,
-           "\". See ls_runs().", call. = FALSE)
+           "\". See tpu_ls_runs().", call. = FALSE)
     }
     return(normalizePath(run, winslash = "/"))
   }
-  arg_error(name, run, "a tpu_run, a row of ls_runs() or a run folder")
+  arg_error(name, run, "a tpu_run, a row of tpu_ls_runs() or a run folder")
 }

@@ -37,3 +37,19 @@ tfruns_warn_model_dir <- function(model_dir, run_dir) {
             "choose a folder outside the working directory.", call. = FALSE)
   }
 }
+
+# The flags of tfruns's active run: what the script declared with tfruns::flags() (which writes
+# them to the run's flags.json at once), NULL outside training_run(). Read once per run: our
+# own record adds the job's flags to that file, and a second tpu_train() in the same script
+# must not take those for the user's.
+tfruns_active_flags <- function() {
+  dir <- tfruns_active_run_dir()
+  if (is.null(dir)) return(NULL)
+  cached <- .globals$tfruns_flags
+  if (!is.null(cached) && identical(cached$dir, dir)) return(cached$flags)
+  path <- file.path(dir, "tfruns.d", "flags.json")
+  flags <- if (file.exists(path)) jsonlite::read_json(path, simplifyVector = FALSE) else list()
+  flags <- flags[vapply(flags, function(v) !is.null(v) && !is.list(v), logical(1))]
+  .globals$tfruns_flags <- list(dir = dir, flags = flags)
+  flags
+}

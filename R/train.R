@@ -3,7 +3,7 @@
 #' Runs one job with the Python core (`tpuestimator.jobs.job.run_job()`): trains,
 #' evaluates every `eval.every_n_steps` and at the end, exports a SavedModel and
 #' records the run in tfruns's format under the runs folder (`runs/` by default,
-#' see [ls_runs()]). Progress lines (`train | step: 200/1000 | steps/sec: 51.2 |
+#' see [tpu_ls_runs()]). Progress lines (`train | step: 200/1000 | steps/sec: 51.2 |
 #' loss: 0.3100`) are printed live in the R console through an R callback.
 #'
 #' @section Model functions written in R:
@@ -35,7 +35,10 @@
 #' Inside `tfruns::training_run()` (when tfruns is installed and a run is
 #' active) the record is written into `tfruns::run_dir()` instead of a second
 #' run folder, so tfruns's own run holds the metrics, evaluation, TensorBoard logs
-#' and export.
+#' and export. The run's flags apply: what the script declared with
+#' `tfruns::flags()` (with the values `training_run(flags = )` or
+#' `tuning_run()` gave) overrides the configuration, as `flags = FLAGS` would
+#' (see `flags`).
 #'
 #' @param cfg A [tpu_config()] object, a path to a YAML/JSON configuration file, or
 #'   a named list of sections.
@@ -53,6 +56,17 @@
 #' @param verbose Print progress lines in the console.
 #' @param ... Configuration overrides, named as in [tpu_config()]:
 #'   `train.max_steps = 500L` (unnamed arguments would bind to the arguments above).
+#' @param flags Flags that override configuration fields: a named list, such as
+#'   the `FLAGS` that `tfruns::flags()` returns. A flag's name is a field's
+#'   dotted path (`params.learning_rate`, `train.max_steps`) or a short name
+#'   looked up as a top-level field (`model`), then in the configuration's
+#'   `params` (`learning_rate`), then in `train` (`max_steps`,
+#'   `batch_size`), then in `eval`. A name that is none of these is an error
+#'   listing the fields (keep a flag your script uses for itself out:
+#'   `flags = FLAGS[c("learning_rate")]`). Flags win over `...`. Default:
+#'   inside `tfruns::training_run()`, the active run's flags (those the script
+#'   declared with `tfruns::flags()`); elsewhere none. `flags = list()` applies
+#'   none.
 #' @param export Export a SavedModel at the end (as configured under `export`).
 #' @param progress An optional extra R function `function(event, info)` called
 #'   with every progress event (after the console printer).
@@ -73,7 +87,7 @@
 #'   function cannot run in the tasks' processes), and R hooks and `progress` do
 #'   not apply. The returned run holds the chief's run record, model dir, final
 #'   metrics and global step (`history` is read from the run record with
-#'   [ls_runs()]). A failing task stops the cluster with a `tpuestimator_error`
+#'   [tpu_ls_runs()]). A failing task stops the cluster with a `tpuestimator_error`
 #'   naming the task and its last log lines. See "Scaling out" in the README.
 #' @param data With a formula as `cfg`: the data frame its columns come from.
 #' @param label With a data frame as `cfg`: the column to predict.
@@ -102,9 +116,9 @@
 #'   `metrics` (final evaluation, a named list), `history` (a data frame, one row
 #'   per evaluation, with `step`), `global_step` and `config` (the resolved
 #'   configuration). It has [print()] and [summary()] methods and can be passed to
-#'   [tpu_evaluate()], [tpu_predict()], [tpu_export()], [view_run()] and
-#'   [tensorboard()].
-#' @seealso [tpu_config()], [tpu_evaluate()], [tpu_predict()], [ls_runs()],
+#'   [tpu_evaluate()], [tpu_predict()], [tpu_export()], [tpu_view_run()] and
+#'   [tpu_tensorboard()].
+#' @seealso [tpu_config()], [tpu_evaluate()], [tpu_predict()], [tpu_ls_runs()],
 #'   [tpu_estimator()]
 #' @examples
 #' if (tpuestimator_available()) {
@@ -114,7 +128,7 @@
 #'                    model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs"))
 #'   run
 #'   run$metrics$accuracy
-#'   ls_runs(file.path(out, "runs"))
+#'   tpu_ls_runs(file.path(out, "runs"))
 #' }
 #' \dontrun{
 #' # A model function written in R
@@ -138,9 +152,12 @@
 #' }
 #' @export
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
-                      verbose = getOption("tpuestimatorr.verbose", TRUE), ..., export = TRUE,
+                      verbose = getOption("tpuestimatorr.verbose", TRUE), ..., flags = NULL, export = TRUE,
                       progress = NULL, resume = FALSE, cluster = NULL, data = NULL, label = NULL,
                       model = NULL, feature_columns = NULL, missing = NULL, split = 0.2, task = NULL) {
+  # base::missing(), not the `missing` argument of the tables
+  if (base::missing(flags)) flags <- tfruns_active_flags()  # defined in tfruns.R; NULL outside training_run()
+  flags <- as_flag_list(flags)
   verbose <- as_flag(verbose, "verbose")
   export <- as_flag(export, "export")
   resume <- as_flag(resume, "resume")
@@ -180,6 +197,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     if (!is.null(progress)) arg_error("progress", progress, "NULL with `cluster` (the tasks' logs stream instead)")
   }
   src <- resolve_config(cfg, overrides)
+  src <- apply_flags(src, flags)
 
   quiet_python_console()  # defined in console.R
   if (!is.null(cluster)) {
@@ -191,22 +209,11 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     if (verbose && !is.null(run$run_dir)) message("run recorded in ", run$run_dir)
     return(run)
   }
-  args <- list(src$py_source, overrides = as.list(src$overrides), export = export)
+  args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export),
+            job_callbacks(model_fn, hooks, progress, verbose))
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
   if (resume) args$resume <- TRUE
-  if (!is.null(model_fn)) {
-    args$model_fn <- if (is.function(model_fn)) {
-      reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE)
-    } else {
-      model_fn
-    }
-  }
-  if (length(hooks)) args$hooks <- reticulate::r_to_py(hooks, convert = FALSE)
-  args$progress <- reticulate::r_to_py(
-    wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
-    convert = TRUE
-  )
 
   args$run_dir <- tfruns_active_run_dir()  # NULL (left out) outside tfruns::training_run()
 
@@ -218,6 +225,46 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   run
 }
 
+# run_job()'s model_fn, hooks and progress arguments from R values (R functions wrapped so
+# that their errors stop the job and reach R).
+job_callbacks <- function(model_fn, hooks, progress, verbose) {
+  args <- list()
+  if (!is.null(model_fn)) {
+    args$model_fn <- if (is.function(model_fn)) {
+      py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(model_fn, "model function"), convert = TRUE))
+    } else {
+      model_fn
+    }
+  }
+  if (length(hooks)) args$hooks <- reticulate::r_to_py(hooks, convert = FALSE)
+  args$progress <- py_bridge()$r_callback(reticulate::r_to_py(
+    wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
+    convert = TRUE
+  ))
+  args
+}
+
+# `flags` of tpu_train(): NULL, or a named list of single values (tfruns's FLAGS is one).
+as_flag_list <- function(flags) {
+  if (is.null(flags) || !length(flags)) return(NULL)
+  ok <- is.list(flags) && !is.null(names(flags)) && all(nzchar(names(flags))) &&
+    all(vapply(flags, function(v) is.atomic(v) && length(v) == 1L && !is.na(v), logical(1)))
+  if (!ok) {
+    arg_error("flags", flags,
+              "a named list of single values, e.g. FLAGS from tfruns::flags() or list(learning_rate = 0.01)")
+  }
+  lapply(unclass(flags), function(v) if (is.factor(v)) as.character(v) else v)
+}
+
+# The configuration with `flags` applied after its overrides (runs/flags.py maps the names).
+apply_flags <- function(src, flags) {
+  if (is.null(flags)) return(src)
+  sets <- with_python(py_bridge()$flag_overrides(src$py_source, as.list(src$overrides), r_to_json(flags),
+                                                 base_dir = src$base_dir))
+  src$overrides <- c(src$overrides, as.character(reticulate::py_to_r(sets)))
+  src
+}
+
 as_hook_list <- function(hooks) {
   if (is.null(hooks)) return(list())
   if (is.function(hooks) || inherits(hooks, "python.builtin.object")) hooks <- list(hooks)
@@ -227,7 +274,7 @@ as_hook_list <- function(hooks) {
   lapply(seq_along(hooks), function(i) {
     h <- hooks[[i]]
     if (is.function(h)) {
-      fn <- reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE)
+      fn <- py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(h, paste0("hook ", i)), convert = TRUE))
       # Wrapped here so every event (after_eval, after_export too) reaches the R function.
       py_bridge()$callable_hook(fn, name = paste0("r_hook_", i))
     } else if (inherits(h, "python.builtin.object")) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Input pipeline benchmarks: tpuestimator's pipeline against the raw read rate and the seeds' pipelines.
 
-Run: `PYTHONPATH=python .venv/bin/python benchmarks/bench_input.py [--repeats 7] [--seconds 0.5]`.
+Run: `PYTHONPATH=python .venv/bin/python benchmarks/bench_input.py [--repeats 7] [--seconds 0.5]`
+(`--smoke --out FILE`: tiny data sets, one short round; checks the script runs, measures nothing).
 Results are written to benchmarks/input_results.md (and printed). Each variant is measured
 for `--seconds` on a fresh iterator after a warm-up, in interleaved rounds (A B C A B C ...),
 and reported as the median rate with the min-max spread, the median of per-round ratios, and
@@ -260,18 +261,24 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--seconds", type=float, default=0.5)
     p.add_argument("--out", default=OUT_MD)
+    p.add_argument("--smoke", action="store_true", help="tiny data sets, one short round: checks the script runs")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.repeats, args.seconds = 1, min(args.seconds, 0.05)
+    # records per data set: MNIST, photos, large photos, the small set (the smoke run: tiny)
+    sizes = dict(mnist=256, photos=64, big=8, small=32) if args.smoke else dict(mnist=20000, photos=2000, big=400,
+                                                                               small=256)
     tmp = tempfile.mkdtemp(prefix="bench_input_")
     t0 = time.time()
     lines = []
 
     print("Part A: seed 002 MNIST records (28x28 uint8), batch 128")
-    mnist = write_mnist(tmp)
+    mnist = write_mnist(tmp, sizes["mnist"])
     mnist_sec = {"format": "mnist", "train": mnist, "image": {"height": 28, "width": 28, "channels": 1}}
     a = Group({"raw": raw(mnist, 128), "raw_parallel": raw(mnist, 128, parallel=True), "ours": ours(mnist_sec, 128),
                "ours_eval": ours_eval(mnist_sec, 128), "parse_only": parse_only(mnist, 128),
                "seed002": seed002(mnist, 128)}, 128, args.repeats, args.seconds)
-    lines += ["## A. Fixed-size seed-002 records (MNIST 28x28 uint8, 20,000 records in 4 files, batch 128)", "",
+    lines += [f"## A. Fixed-size seed-002 records (MNIST 28x28 uint8, {sizes['mnist']:,} records in 4 files, batch 128)", "",
               *[t.format("vs raw read") for t in TABLE],
               a.row("raw TFRecordDataset read, sequential (bytes only)", "raw", "raw", "the ceiling"),
               a.row("raw TFRecordDataset read, num_parallel_reads=4", "raw_parallel", "raw",
@@ -286,7 +293,7 @@ def main(argv=None) -> int:
                     f"{a.ratio('ours', 'seed002', cpu=True)[0]:.1f}x per CPU s"), ""]
 
     print("Part B: seed 000 JPEGs (320x240 photos) -> 224x224 + crop/flip/brightness/contrast, batch 32")
-    photos = write_jpegs(tmp, "photos", 2000, (240, 320))
+    photos = write_jpegs(tmp, "photos", sizes["photos"], (240, 320))
     aug = {"random_crop": True, "flip_left_right": True, "brightness": 63 / 255, "contrast": [0.2, 1.8]}
     fl = {"format": "flowers", "train": photos, "image": {"height": 224, "width": 224, "scale": "symmetric"},
           "augment": aug, "deterministic": False}
@@ -309,9 +316,9 @@ def main(argv=None) -> int:
     lines.append("")
 
     print("Faster options: decode_ratio on large photos, cache_decoded on a small set")
-    big = write_jpegs(tmp, "big", 400, (960, 1280))
+    big = write_jpegs(tmp, "big", sizes["big"], (960, 1280))
     big_sec = {**fl, "train": big}
-    small = write_jpegs(tmp, "small", 256, (240, 320), shards=2)
+    small = write_jpegs(tmp, "small", sizes["small"], (240, 320), shards=2)
     small_sec = {**fl, "train": small}
     c = Group({"big": ours(big_sec, 32),
                "big_ratio4": ours({**big_sec, "image": {**big_sec["image"], "decode_ratio": 4}}, 32),
@@ -324,8 +331,8 @@ def main(argv=None) -> int:
               c.row("1280x960 photos: ours", "big", "seed_big", "vs seed 000 on the same photos"),
               c.row("1280x960 photos: ours + image.decode_ratio: 4", "big_ratio4", "big",
                     "vs ours at full decode; JPEGs decoded at 320x240, then resized"),
-              c.row("256 small photos: ours", "small", "small"),
-              c.row("256 small photos: ours + cache_decoded: true", "small_cached", "small",
+              c.row(f"{sizes['small']} small photos: ours", "small", "small"),
+              c.row(f"{sizes['small']} small photos: ours + cache_decoded: true", "small_cached", "small",
                     "vs ours; decoded once, crop/flip/colour still random every epoch"), ""]
 
     elapsed = time.time() - t0

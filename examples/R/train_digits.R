@@ -16,10 +16,10 @@ print(run)
 summary(run)
 
 # 3. Runs made from R or from Python (`tpuestimator train`) are listed alike.
-print(ls_runs(latest_n = 5))
-# view_run()            # HTML report of the latest run
-# compare_runs()        # the two latest runs side by side
-# tensorboard(run)      # TensorBoard on this run; tensorboard(action = "stop") to stop it
+print(tpu_ls_runs(latest_n = 5))
+# tpu_view_run()            # HTML report of the latest run
+# tpu_compare_runs()        # the two latest runs side by side
+# tpu_tensorboard(run)      # TensorBoard on this run; tpu_tensorboard(action = "stop") to stop it
 
 # 4. Evaluate again, predict on new images ([n, height, width, channels]), export.
 print(tpu_evaluate(run))

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from tpuestimator.errors import ConfigError
+from tpuestimator.schema.fields import unknown_field
 
 SCHEMA_RESOURCE = "config.schema.json"
 
@@ -236,8 +237,18 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def check_field(key: str, *, origin: str = "--set") -> None:
+    """Raises a `ConfigError` naming `key` (a dotted field from `origin`: --set, --grid, a
+    tuning's flags) and the valid fields beside it when the schema has no such field
+    (`tpuestimator.schema.fields.unknown_field`); any name below ``params`` is accepted."""
+    error = unknown_field(schema(), key, origin=origin)
+    if error is not None:
+        raise error
+
+
 def _apply_override(raw: dict, item: str) -> None:
     parts, value = parse_override(item)
+    check_field(".".join(parts))
     node = raw
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -309,7 +320,7 @@ def _to_config_error(err, source: str | None) -> ConfigError:
         allowed = "one of " + ", ".join(allowed_keys)
         if hint:
             allowed += f" (did you mean `{hint[0]}`?)"
-        return ConfigError(full, name, f"a known field: {allowed}", source=source)
+        return ConfigError(full, err.instance.get(name), f"a known field: {allowed}", source=source, unknown=True)
     if kind == "required":
         missing = [k for k in spec if k not in err.instance]
         full = f"{field}.{missing[0]}" if field != "config" else missing[0]

@@ -17,15 +17,20 @@ class ConfigError(TPUEstimatorError, ValueError):
       field: dotted path of the field (``train.batch_size``).
       value: the offending value.
       allowed: what would be accepted.
+      unknown: the field does not exist (a misspelt key): the message names the field and the
+        valid ones, not a value.
     """
 
-    def __init__(self, field: str, value, allowed: str, *, source: str | None = None):
+    def __init__(self, field: str, value, allowed: str, *, source: str | None = None, unknown: bool = False):
         self.field = field
         self.value = value
         self.allowed = allowed
         self.source = source
         where = f" in {source}" if source else ""
-        super().__init__(f"`{field}`{where} is invalid. Received: {field}={value!r}. Expected: {allowed}.")
+        if unknown:  # the field itself is wrong: its value says nothing
+            super().__init__(f"`{field}`{where} is not a known config field. Expected: {allowed}.")
+        else:
+            super().__init__(f"`{field}`{where} is invalid. Received: {field}={value!r}. Expected: {allowed}.")
 
 
 class DataError(TPUEstimatorError, ValueError):

@@ -3,11 +3,16 @@
 - The CPU is split into 8 logical devices once per session (before TensorFlow starts), so
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
-  nothing is skipped silently in CI.
+  nothing is skipped silently in CI. That covers a whole file skipped while it is collected
+  (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
+  reports it as a skipped collection, not as skipped tests, so it is failed there too.
 - Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadfile`) each file's tests run
   together on one worker, so module-scoped fixtures (a trained model, the main job) run
   once; files with `slow` tests are handed out first, so the longest start at once on
   separate workers instead of queueing at the end.
+- Stress mode: ``TPUESTIMATOR_STRESS=N`` runs every test marked ``real_process`` (real
+  clusters, killed processes, full disks, fresh processes: the tests whose outcome can
+  depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``.
 """
 from __future__ import annotations
 
@@ -23,6 +28,18 @@ sys.path.insert(0, str(REPO / "python"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 NUM_LOGICAL_CPUS = 8
+STRESS_ENV = "TPUESTIMATOR_STRESS"
+
+
+def stress_repetitions(environ=None) -> int:
+    """How many times stress mode runs each `real_process` test (1 when it is off)."""
+    raw = (os.environ if environ is None else environ).get(STRESS_ENV, "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise pytest.UsageError(f"{STRESS_ENV}={raw!r}: expected a whole number of repetitions, 1 or more "
+                                f"(e.g. {STRESS_ENV}=20), or unset for one run of each test")
+    return int(raw)
 
 
 def pytest_configure(config):
@@ -31,6 +48,13 @@ def pytest_configure(config):
     cpu = tf.config.list_physical_devices("CPU")[0]
     if not tf.config.get_logical_device_configuration(cpu):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+
+
+def pytest_generate_tests(metafunc):
+    repetitions = stress_repetitions()
+    if repetitions > 1 and metafunc.definition.get_closest_marker("real_process"):
+        metafunc.fixturenames.append("stress_round")
+        metafunc.parametrize("stress_round", range(1, repetitions + 1), ids=lambda i: f"stress{i}")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -44,6 +68,17 @@ def pytest_runtest_makereport(item, call):
     if report.skipped and os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1" and call.excinfo is not None:
         report.outcome = "failed"
         report.longrepr = f"skipped under TPUESTIMATOR_FORCE_TESTS=1 (skips are failures in CI): {call.excinfo.value}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1":
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid}: skipped while collected under TPUESTIMATOR_FORCE_TESTS=1 (skips are "
+                           f"failures in CI): {reason}")
 
 
 @pytest.fixture

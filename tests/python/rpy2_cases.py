@@ -103,5 +103,5 @@ def test_parity_loss_from_r_equals_python(r_session, tmp_path):
     assert math.isfinite(r_loss) and math.isfinite(py_loss)
     assert abs(r_loss - py_loss) < 1e-5, (r_loss, py_loss)
     # both runs are listed by the R reader
-    n = ro.r(f"nrow(ls_runs({_r_str(tmp_path / 'runs')}))")
+    n = ro.r(f"nrow(tpu_ls_runs({_r_str(tmp_path / 'runs')}))")
     assert int(n[0]) == 2

@@ -1,5 +1,10 @@
 """The benchmark scripts still run: each in `--smoke` mode (tiny sizes), in a subprocess,
-producing a well-formed result file. Nothing here asserts on speed."""
+producing a well-formed result file. Nothing here asserts on speed.
+
+Every script benchmarks/README.md names is run here: the `common.py` ones (`SCRIPTS`), and
+bench_input.py (its Markdown report), bench_predict_memory.py (peak memory, one process per
+measure) and service_capacity.py (JSON on stdout), each with its own checks;
+`test_every_script_the_readme_names_is_smoke_run` keeps the list complete."""
 from __future__ import annotations
 
 import json
@@ -23,10 +28,16 @@ SCRIPTS = {
     "bench_checkpoint.py": ("checkpoint", ["linear", "cnn"]),
     "bench_startup.py": ("startup", ["seconds_to_first_loop"]),
     "bench_teardown.py": ("teardown", ["tensorflow", "workaround"]),
+    "bench_hooks.py": ("hooks", ["configs", "direct"]),
     "bench_resume.py": ("resume", ["resume"]),
     "bench_tables_input.py": ("tables_input", ["configs", "workload"]),
     "bench_tables_quality.py": ("tables_quality", ["tables"]),
 }
+# Scripts that cannot run in the project's venv, and why.
+NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow 2.15 interpreter"}
+# The scripts with their own output, each smoke-run by its own test below.
+OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.py", "bench_tables_speed.py", "run_all.py",
+                 "gpu/run_gpu.sh")
 
 
 def _run(args: list[str], tmp_path: Path, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -79,6 +90,10 @@ def test_benchmark_script_smoke(script, tmp_path):
         assert checks["predict_count_estimator"] == checks["predict_count_bare"] == 300
         assert checks["predict_same_classes"] is True
         assert checks["eval_accuracy_estimator"] == pytest.approx(checks["eval_accuracy_bare"], abs=1e-6)
+    if name == "hooks":
+        assert set(data["results"]["configs"]) == {"bare", "sentinel", "control", "default_hooks", "host_call"}
+        assert {"sentinel/bare", "default_hooks/sentinel"} <= set(data["ratios"])
+        assert data["results"]["direct"]["bare_loop_ms"] > 0
     if name == "checkpoint":
         for workload in keys:  # async_checkpoint: true saves, keeps max_to_keep, restores the save-time weights
             assert data["results"][workload]["async_checkpoint"]["works"] is True
@@ -101,6 +116,59 @@ def test_benchmark_script_smoke(script, tmp_path):
         text = readme.read_text()
         assert "old" not in text and "kept" in text and "cli/bare" in text
 
+
+def test_every_script_the_readme_names_is_smoke_run():
+    import re
+
+    named = set(re.findall(r"`((?:gpu/)?[a-z_]+\.(?:py|sh))", (BENCH / "README.md").read_text()))
+    named = {n for n in named if (BENCH / n).is_file() and n != "common.py"}
+    assert named >= {"bench_hooks.py", "bench_input.py", "bench_predict_memory.py", "service_capacity.py"}
+    assert named <= set(SCRIPTS) | set(OTHER_SCRIPTS), named - set(SCRIPTS) - set(OTHER_SCRIPTS)
+    # every runnable script on disk (helper modules have no `__main__`)
+    on_disk = {p.name for p in BENCH.glob("*.py") if "__main__" in p.read_text()} - set(NOT_RUN_HERE)
+    assert on_disk <= set(SCRIPTS) | set(OTHER_SCRIPTS), on_disk - set(SCRIPTS) - set(OTHER_SCRIPTS)
+
+
+def test_bench_input_smoke_writes_its_report(tmp_path):
+    out = tmp_path / "input_results.md"
+    _run([str(BENCH / "bench_input.py"), "--smoke", "--out", str(out)], tmp_path)
+    text = out.read_text()
+    for heading in ("# Input pipeline benchmarks", "## A. Fixed-size seed-002 records", "## B. JPEG",
+                    "### Where the time goes", "## C. Faster options", "## Notes"):
+        assert heading in text, heading
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| pipeline")
+            and not line.startswith("| up to stage")]
+    assert len(rows) >= 16, text
+    for row in rows:   # every measured rate is a positive number
+        rate = row.split("|")[2].strip().replace(",", "")
+        assert float(rate) > 0, row
+
+
+def test_bench_predict_memory_smoke_measures_each_process(tmp_path):
+    out = tmp_path / "results"
+    _run([str(BENCH / "bench_predict_memory.py"), "--smoke", "--records", "400", "--no-in-memory", "--out", str(out)],
+         tmp_path)
+    data = json.loads((out / "predict_memory.json").read_text())
+    assert data["benchmark"] == "predict_memory" and data["smoke"] is True
+    assert set(data["results"]) == {"floor", "stream_csv_40", "stream_csv_400", "stream_parquet_400"}
+    assert data["results"]["stream_csv_400"]["rows"] == 400 and data["results"]["stream_csv_40"]["rows"] == 40
+    for name, result in data["results"].items():
+        assert result["peak_mb"] > 0 and math.isfinite(result["peak_over_import_mb"]), name
+    ratio = data["ratios"]["peak stream large/small"]
+    assert ratio["records"] == [400, 40] and ratio["median"] > 0
+    [target] = data["targets"].values()
+    assert isinstance(target["met"], bool)
+
+
+def test_service_capacity_smoke_reads_through_a_local_service(tmp_path):
+    proc = _run([str(BENCH / "service_capacity.py"), "--size", "16", "--records", "64", "--batch-size", "16",
+                 "--seconds", "0.2", "--rounds", "1"], tmp_path)
+    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert data["size"] == 16 and data["batch_size"] == 16
+    for key in ("local_records_per_s", "service_records_per_s", "local_records_per_cpu_s",
+                "service_records_per_cpu_s"):
+        assert data[key] > 0, key
+    assert len(data["rounds"]["local"]) == len(data["rounds"]["service"]) == 1
 
 def test_tables_speed_smoke(tmp_path):
     """bench_tables_speed.py runs the Estimator and Keras sides through the turnstile (the TF 2.15

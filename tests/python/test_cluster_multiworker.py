@@ -4,6 +4,7 @@ whole-cluster restarts; `tpuestimator cluster` and its Kubernetes manifest."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ import yaml
 from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
 from tpuestimator.core.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
+
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
 
 PARITY_EVAL_EXAMPLES = 24  # tests/fixtures/parity manifest: eval count (not a multiple of the batch, 16)
 # Final eval loss of 2 workers against 1 process with the same global batch, data order and
@@ -195,7 +198,7 @@ def _lines_of(lines: list, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path):
+def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, caplog, capsys):
     """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
     chief's checkpoint into the chief's run record."""
     from tpuestimator.jobs.job import run_job
@@ -239,6 +242,18 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
                      record=False, export=False)
     assert single.global_step == 40 and single.metrics["num_examples"] == PARITY_EVAL_EXAMPLES
     assert abs(cluster_loss - single.metrics["loss"]) < LOSS_TOLERANCE, (cluster_loss, single.metrics["loss"])
+    # follow-up jobs on the cluster's model dir run on this one machine (no TF_CONFIG here):
+    # the recorded run.strategy=multi_worker falls back to the local strategy (issue 19.2)
+    from tpuestimator.cli import main
+
+    assert "TF_CONFIG" not in os.environ
+    with caplog.at_level(logging.INFO, logger="tpuestimator"):
+        assert main(["evaluate", str(model_dir)]) == 0
+        assert main(["export", str(model_dir), "--out", str(tmp_path / "manual")]) == 0
+    assert "num_examples" in capsys.readouterr().out
+    assert os.listdir(tmp_path / "manual") == ["40"]
+    fallbacks = [r.getMessage() for r in caplog.records if "without TF_CONFIG" in r.getMessage()]
+    assert len(fallbacks) == 2 and "run.strategy=multi_worker" in fallbacks[0], fallbacks
 
 
 @pytest.mark.slow
@@ -276,10 +291,53 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     assert "ckpt-300.index" in os.listdir(model_dir)
     from tpuestimator.runs import run_info
 
-    properties = run_info(result.chief_summary()["run_dir"])["properties"]
+    final_run = result.chief_summary()["run_dir"]
+    properties = run_info(final_run)["properties"]
     assert properties["strategy"] == "multi_worker" and int(properties["num_replicas"]) == 2
+    # one completed run; the killed attempt's record is closed as restarted, naming why and
+    # the run that continued it (issue 19.7)
+    from tpuestimator.runs import ls_runs
+
+    runs = {r["run_dir"]: r for r in ls_runs(str(tmp_path / "runs"))}
+    assert len(runs) == 2 and runs[final_run]["status"] == "completed"
+    (killed_run,) = set(runs) - {final_run}
+    assert runs[killed_run]["status"] == "restarted", runs[killed_run]
+    reason = run_info(killed_run)["properties"]["restarted"]
+    assert "worker 1" in reason and os.path.basename(final_run) in reason, reason
+    assert int(properties["resumed_from_step"]) >= first_ckpt
     assert not [f for f in os.listdir(model_dir) if f.startswith(".")]
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
+
+
+@pytest.mark.slow
+def test_a_worker_never_touches_the_model_dir_while_the_chief_writes_it(fixtures_dir, tmp_path):
+    """The race of issue 19: worker 1 removed "a killed run's leftovers" from the shared model
+    dir, among them the chief's config.yaml temp file in the middle of its atomic write, and
+    the chief died renaming it. Here the chief's write is held open until worker 1's job has
+    started (held_config_write.py); only the chief (the model dir's owner) clears leftovers."""
+    from tpuestimator.cluster.local_cluster import LocalCluster
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / ".ckpt-9.k2j4x9ab.tmp").write_text("left by a killed run")  # still cleared, by the chief
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
+    command = [sys.executable, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train",
+               str(fixtures_dir / "parity" / "parity.yaml"), "--set", "run.strategy=multi_worker",
+               "--set", "train.max_steps=10", "--model-dir", str(model_dir), "--runs-dir", str(tmp_path / "runs")]
+    lines: list = []
+    cluster = LocalCluster(ClusterShape(workers=2), command, env=env,
+                           on_line=lambda task, line: lines.append((task.name, line))).start()
+    try:
+        result = cluster.wait()
+    finally:
+        cluster.stop()
+    assert result.returncode == 0, (result.failed_task, result.last_lines)
+    assert "trained to global step 10" in _lines_of(lines, "worker 1")
+    assert sorted(f for f in os.listdir(model_dir) if f.startswith(".")) == []
+    removed = [(name, line) for name, line in lines if "left by a run that was killed" in line]
+    assert [name for name, _ in removed] == ["worker 0"], removed
+    assert yaml.safe_load((model_dir / "config.yaml").read_text())["train"]["max_steps"] == 10
 
 
 def test_cluster_command_reports_the_failed_task_and_exits_with_its_code(fixtures_dir, tmp_path):
@@ -323,7 +381,10 @@ def test_ctrl_c_stops_every_task(fixtures_dir, tmp_path):
     launcher = subprocess.Popen(
         [sys.executable, "-m", "tpuestimator", "cluster", "--workers", "2", str(fixtures_dir / "parity" / "parity.yaml"),
          "--set", "run.strategy=multi_worker", "--model-dir", str(tmp_path / "m"), "--no-record"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # as from a terminal: pytest started in the background of a script (`cmd &`) has SIGINT
+        # ignored, which the launcher would inherit and rightly keep (the stress runs met it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(set(_marked_processes(mark)) - {launcher.pid}) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)

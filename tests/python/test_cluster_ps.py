@@ -16,6 +16,8 @@ from tpuestimator.cluster.sidecar import SidecarOptions, run_sidecar_evaluator
 from tpuestimator.errors import ConfigError
 from tpuestimator.runs import run_info
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 NUM_IDS, STEPS, BATCH = 4096, 60, 16
 
@@ -84,9 +86,11 @@ def test_parameter_servers_train_asynchronously_without_overlap_and_a_sidecar_ev
     assert set(by_worker) == {"0", "1"} and all(int(n) > 0 for n in by_worker.values()), by_worker
     assert sum(int(n) for n in by_worker.values()) == props["global_step"] == STEPS
     # Asynchronous updates still learn: the evaluation loss (on the coordinator) falls.
-    metrics = info["metrics"]
-    assert metrics["epoch"] == [20, 40, 60]
-    assert metrics["val_loss"][-1] < metrics["val_loss"][0] and metrics["loss"][-1] < metrics["loss"][0]
+    metrics = info["metrics"]  # a row per loop; the evaluations' values at their loops' rows
+    evaluated = [(x, v) for x, v in zip(metrics["epoch"], metrics["val_loss"]) if v is not None]
+    assert [x for x, _ in evaluated] == [20, 40, 60]
+    val_loss = [v for _, v in evaluated]
+    assert val_loss[-1] < val_loss[0] and metrics["loss"][-1] < metrics["loss"][0]
     # Checkpoints were written by the chief alone.
     written = sorted(int(p.name.split("-")[1].split(".")[0]) for p in model_dir.glob("ckpt-*.index"))
     assert written == [20, 40, 60] and not list(model_dir.glob(".worker_*"))
@@ -97,7 +101,7 @@ def test_parameter_servers_train_asynchronously_without_overlap_and_a_sidecar_ev
     eval_count = json.loads((tmp_path / "data" / "manifest.json").read_text())["splits"]["eval"]["count"]
     assert [e["step"] for e in sidecar] == written
     for row, evaluation in zip(range(3), sidecar):
-        assert evaluation["loss"] == pytest.approx(metrics["val_loss"][row], rel=1e-4)
+        assert evaluation["loss"] == pytest.approx(val_loss[row], rel=1e-4)
         assert evaluation["num_examples"] == eval_count
     assert "[evaluator 0] side-car evaluator: evaluated the checkpoints of steps 20, 40, 60" in out
     # The workers shared one stream of batches without overlap: every trained id was trained
@@ -227,3 +231,38 @@ def test_sharded_embedding_without_parameter_servers_is_a_plain_embedding():
     rows = layer(ids)
     assert layer.shards is None and [w.path for w in layer.weights] == ["emb/embeddings"]
     np.testing.assert_allclose(rows.numpy(), tf.gather(layer.embeddings, ids).numpy())
+
+
+@pytest.mark.slow
+def test_parameter_servers_count_every_trained_example_in_the_training_loss_metric():
+    """Two workers update the loss metric's variables on the ps at once: each update must be one
+    addition on the ps (`steps.add_to_metric`). With Keras's own `update_state` (a read, then a
+    write) a third of the examples went uncounted here (README, Parameter servers)."""
+    from tpuestimator.cluster.local_cluster import LocalCluster
+
+    steps, batch = 100, 16
+    script = Path(__file__).with_name("ps_metric_count_task.py")
+    # 5 steps per scheduled function, 2 loops of 50: both workers run at once all along
+    command = [sys.executable, str(script), str(steps), str(batch), "5", "50"]
+    result = LocalCluster(ClusterShape(workers=2, ps=1), command, env=_env()).start().wait()
+    lines = [ln for ln in result.chief_lines if ln.startswith("RESULT ")]
+    assert result.returncode == 0 and len(lines) == 1, (result.failed_task, result.last_lines, result.chief_lines)
+    out = json.loads(lines[0][len("RESULT "):])
+    assert out["global_step"] == steps and set(out["steps_by_worker"]) == {"0", "1"}, out
+    # read after each loop, before the trainer resets the metric: every loop's examples, exactly
+    assert out["loss_counts"] == [50.0 * batch, 50.0 * batch], out
+
+
+def test_add_to_metric_updates_a_mean_as_keras_does():
+    """`add_to_metric` (one addition per variable) ends where Keras's `update_state` does, for
+    the values a loss and a report give: per-example vectors, scalars, [batch, k] arrays."""
+    import keras
+    import numpy as np
+
+    from tpuestimator.core.steps import add_to_metric
+
+    ours, keras_own = keras.metrics.Mean(), keras.metrics.Mean()
+    for values in (np.array([1.0, 2.0, 6.0]), np.float32(4.0), np.arange(6, dtype="float32").reshape(3, 2)):
+        add_to_metric(ours, values)
+        keras_own.update_state(values)
+    assert [float(v.numpy()) for v in ours.variables] == [float(v.numpy()) for v in keras_own.variables] == [20.5, 7.0]

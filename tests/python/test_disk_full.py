@@ -22,6 +22,8 @@ import tensorflow as tf
 from helpers import one_clear_error
 from tpuestimator.errors import DiskFullError
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 DIGITS = REPO / "python" / "tpuestimator" / "examples" / "digits"
 

@@ -1,12 +1,40 @@
 """Issue 13.7: a training stopped at step k and resumed to N ends exactly where an uninterrupted
 training to N ends: same batches (the input is positioned, not reseeded), same augmentation,
-same dropout masks, so the same weights and the same final evaluation (bit for bit on CPU)."""
+same dropout masks, so the same weights and the same final evaluation (bit for bit on CPU).
+
+Same weights alone would also come from a silent retrain from step 0 (it sees the same batches
+in the same order), so each test also checks that the resumed training began at the step of
+the checkpoint on disk and ran only the remaining steps (`StepLog`)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from helpers import array_input_fn, finite_input_fn, make_data
+from tpuestimator.jobs.modeldir import checkpoint_step
+
+
+class StepLog:
+    """A hook (`fn(event, info)`) that records what a training did: the global step each
+    `train` call began at and the step at the end of each device loop."""
+
+    def __init__(self):
+        self.begins: list[int] = []
+        self.loop_ends: list[int] = []
+
+    def __call__(self, event, info):
+        if event == "begin":
+            self.begins.append(int(info["step"]))
+        elif event == "after_loop":
+            self.loop_ends.append(int(info["step"]))
+
+    def assert_resumed(self, start: int, end: int, loop: int) -> None:
+        """Began at `start` (not 0), ran loops of at most `loop` steps up to `end`, nothing before `start`."""
+        assert self.begins and self.begins[0] == start, f"began at {self.begins}, expected the checkpoint's {start}"
+        assert self.loop_ends and self.loop_ends[-1] == end, self.loop_ends
+        steps = [b - a for a, b in zip([start, *self.loop_ends], self.loop_ends)]
+        assert all(0 < n <= loop for n in steps), f"loop ends {self.loop_ends} from {start}"
+        assert sum(steps) == end - start
 
 
 def _weights(model_dir):
@@ -38,8 +66,11 @@ def test_estimator_resume_with_a_shuffled_user_input_is_exact(tmp_path):
     whole = estimator("whole")
     whole.train(fn, max_steps=40)
     estimator("split").train(fn, max_steps=13)  # stops mid-loop and mid-epoch
+    assert checkpoint_step(tmp_path / "split") == 13
     resumed = estimator("split")  # a new process would look the same
-    resumed.train(fn, max_steps=40)
+    log = StepLog()
+    resumed.train(fn, max_steps=40, hooks=[log])
+    log.assert_resumed(13, 40, loop=10)
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
     assert resumed.evaluate(fn) == whole.evaluate(fn)
 
@@ -58,9 +89,12 @@ def test_a_finite_input_is_resumed_within_its_pass(tmp_path):
 
     estimator("whole").train(finite_input_fn(x, y))
     estimator("split").train(finite_input_fn(x, y), max_steps=5)
+    assert checkpoint_step(tmp_path / "split") == 5
     resumed = estimator("split")
-    resumed.train(finite_input_fn(x, y))
+    log = StepLog()
+    resumed.train(finite_input_fn(x, y), hooks=[log])
     assert resumed.global_step == 9
+    log.assert_resumed(5, 9, loop=4)
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
     again = estimator("split")
     again.train(finite_input_fn(x, y))  # the next pass: all 9 batches
@@ -79,7 +113,10 @@ def test_job_resume_is_exact_on_the_builtin_pipeline(tmp_path, fixtures_dir):
     common = ["train.max_steps=40", "eval.every_n_steps=20"]
     whole = _job(config, tmp_path / "whole", common)
     _job(config, tmp_path / "split", [*common, "train.max_steps=17"])  # mid-loop, before the first evaluation
-    resumed = _job(config, tmp_path / "split", common)
+    assert checkpoint_step(tmp_path / "split") == 17
+    log = StepLog()
+    resumed = _job(config, tmp_path / "split", common, hooks=[log])
+    log.assert_resumed(17, 40, loop=10)
     assert resumed.global_step == whole.global_step == 40
     assert resumed.metrics == whole.metrics
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
@@ -103,8 +140,11 @@ def test_resume_is_exact_with_8_replicas(tmp_path, fixtures_dir):
 
     estimator("whole").train(fn, max_steps=20)
     estimator("split").train(fn, max_steps=7)
+    assert checkpoint_step(tmp_path / "split") == 7
     resumed = estimator("split")
-    resumed.train(fn, max_steps=20)
+    log = StepLog()
+    resumed.train(fn, max_steps=20, hooks=[log])
+    log.assert_resumed(7, 20, loop=10)
     assert resumed.num_replicas == 8 and resumed.global_step == 20
     _assert_same_weights(_weights(tmp_path / "whole"), _weights(tmp_path / "split"))
 
@@ -121,7 +161,10 @@ def test_job_resume_is_exact_with_dropout_and_augmentation(tmp_path):
               "data.augment.flip_left_right=true", "data.augment.brightness=0.2", "data.augment.contrast=[0.8, 1.2]"]
     whole = _job(config, tmp_path / "whole", common)
     _job(config, tmp_path / "split", [*common, "train.max_steps=10"])
-    resumed = _job(config, tmp_path / "split", common)
+    assert checkpoint_step(tmp_path / "split") == 10
+    log = StepLog()
+    resumed = _job(config, tmp_path / "split", common, hooks=[log])
+    log.assert_resumed(10, 30, loop=10)
     assert resumed.metrics == whole.metrics
     weights = _weights(tmp_path / "whole")
     assert any(name.startswith("random_state/") for name in weights)  # the dropout's seed generator
@@ -150,5 +193,7 @@ def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
     older = tf.train.Checkpoint(model=state.model, optimizer=state.optimizer, step=state.global_step)
     tf.train.CheckpointManager(older, str(tmp_path / "old"), max_to_keep=1).save(checkpoint_number=4)
     resumed = estimator("old")
-    resumed.train(fn, max_steps=8)
+    log = StepLog()
+    resumed.train(fn, max_steps=8, hooks=[log])
     assert resumed.global_step == 8
+    log.assert_resumed(4, 8, loop=2)

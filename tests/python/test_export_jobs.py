@@ -216,6 +216,32 @@ def test_cli_predict_writes_a_file_and_bad_input_is_a_clear_error_leaving_nothin
     assert main(["predict", export, digits["eval"], "--out", str(tmp_path / "x.txt")]) == 2
 
 
+def test_predict_on_a_file_that_is_not_tfrecord_names_it_and_writes_nothing(digits, tmp_path, capsys):
+    """Issue 19.1: a 7-byte text file (shorter than a record's header) read as no records at
+    all, and 7 stray bytes after the last record were dropped: both are a DataError naming the
+    file, and `--out` writes nothing."""
+    from tpuestimator.cli import main
+    from tpuestimator.errors import DataError
+    from tpuestimator.jobs.export_jobs import predict_to_file
+
+    export = digits["result"].export_dir
+    garbage = tmp_path / "garbage.tfrecord"
+    garbage.write_text("garbage")
+    out = tmp_path / "p.csv"
+    assert main(["predict", export, str(garbage), "--out", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert "garbage.tfrecord" in err and "not a TFRecord file" in err, err
+    assert main(["predict", export, digits["eval"], str(garbage)]) != 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "garbage.tfrecord" in captured.err   # checked before any prediction
+    tail = tmp_path / "tail.tfrecord"
+    tail.write_bytes(Path(digits["eval"]).read_bytes() + b"garbage")
+    with pytest.raises(DataError, match="tail.tfrecord") as caught:
+        predict_to_file(export, [str(tail)], tmp_path / "q.csv", batch_size=100)
+    assert caught.value.path == str(tail) and "7 bytes after its last record" in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.tfrecord", "tail.tfrecord"]
+
+
 def test_the_progress_bar_shows_on_a_terminal_unless_quiet(digits, tmp_path, monkeypatch):
     from tpuestimator.cli import main
 

@@ -16,6 +16,8 @@ from tpuestimator.jobs.interrupts import EXIT_CODES, StopOnSignal, TrainingInter
 from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 OVERRIDES = ["train.max_steps=60", "train.iterations_per_loop=5", "train.save_checkpoints_steps=40",
              "eval.every_n_steps=30"]
 

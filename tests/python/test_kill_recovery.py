@@ -17,6 +17,8 @@ import pytest
 
 from tpuestimator.system.faults import RETURN_CODE
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 SETTINGS = ["train.max_steps=40", "train.save_checkpoints_steps=20", "eval.every_n_steps=20", "export.enabled=true",
             "export.exporters=[final, best]"]
 # The CLI, with the run record's progress written at every loop boundary (no time throttle),
@@ -75,7 +77,10 @@ def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env
     assert (model / "notes.tmp").read_text() == "mine" and (model / "export" / "best" / "README.txt").exists()
     first, second, third = _runs(tmp_path)
     assert third["properties"]["resumed_from_step"] == 20
-    assert third["metrics"]["epoch"] == [20, 40]  # the evaluation the kills skipped, then the last
+    m = third["metrics"]  # a row per loop (30, 40), the evaluations' values at 20 and 40
+    assert m["epoch"] == [20, 30, 40]
+    # the evaluation the kills skipped, then the last
+    assert [x for x, v in zip(m["epoch"], m["val_loss"]) if v is not None] == [20, 40]
     assert json.loads((model / "last_evaluation.json").read_text())["step"] == 40
     best = json.loads((model / "export" / "best" / "best_state.json").read_text())
     assert (model / "export" / "best" / "20").is_dir() and Path(best["export"]).is_dir()
@@ -94,8 +99,8 @@ def test_progress_is_written_at_loop_boundaries(tmp_path):
     from tpuestimator.runs.hook import RecorderHook
     from tpuestimator.runs.record import HEARTBEAT_S
 
-    recorder = RunRecorder.create(str(tmp_path / "runs"), config={}, flags={}, script=None, planned_evals=None)
-    hook = RecorderHook(recorder, has_eval=True)
+    recorder = RunRecorder.create(str(tmp_path / "runs"), config={}, flags={}, script=None, planned_rows=None)
+    hook = RecorderHook(recorder)
     props = recorder.run_dir / "tfruns.d" / "properties"
     hook.after_loop(100, {"loss": 1.0, "steps": 100})
     assert (props / "global_step").read_text() == "100\n"

@@ -20,6 +20,8 @@ import pytest
 from tpuestimator.jobs.model_dir_lock import LOCK_FILE, ModelDirLock, ModelDirLockedError, lock_needed
 from tpuestimator.runs import check_run_dir, ls_runs
 
+pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
+
 
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -60,6 +62,24 @@ def test_readers_share_and_keep_a_training_out(tmp_path):
     assert (model_dir / LOCK_FILE).exists()  # the other reader still holds it
     second.release()
     assert not (model_dir / LOCK_FILE).exists()  # the last reader removes it
+
+
+def test_an_evaluate_or_export_refused_by_a_training_names_its_pid(tmp_path, fixtures_dir):
+    """Issue 19.9: the refusal said "two jobs must not evaluate or export at once" (evaluations
+    do share); it names the training, its pid first, and the error carries `pid`."""
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job, export_model
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (model_dir / "config.yaml").write_text((fixtures_dir / "parity" / "parity.yaml").read_text())
+    with ModelDirLock(model_dir, command="tpuestimator train big.yaml"):
+        for job in (evaluate_job, export_model):
+            with pytest.raises(ModelDirLockedError) as caught:
+                job(str(model_dir))
+            message = str(caught.value)
+            assert f"is being trained by pid {os.getpid()} on host {socket.gethostname()}" in message, message
+            assert "tpuestimator train big.yaml" in message and "wait for that training to end" in message
+            assert caught.value.pid == os.getpid() and caught.value.owner["mode"] == "train"
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path, caplog):

@@ -16,7 +16,7 @@ from tpuestimator.runs import RunRecorder
 def make_run(runs_dir: Path, name: str, *, lr: float, acc: float, failed: bool = False) -> Path:
     rec = RunRecorder.create(runs_dir.parent / f"scratch-{name}", config={"train": {"max_steps": 20}},
                              flags={"learning_rate": lr, "optimizer": {"name": "adam"}}, script="job.yaml",
-                             planned_evals=2)
+                             planned_rows=2)
     rec.log_metrics(10, {"loss": 1.0}, eval_metrics={"accuracy": acc - 0.1})
     rec.log_metrics(20, {"loss": 0.5}, eval_metrics={"accuracy": acc})
     rec.write_evaluation({"accuracy": acc})

@@ -3,6 +3,7 @@ valid tfruns runs, for a completed job and for a job stopped by a NaN loss."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,37 @@ import pytest
 from tpuestimator.errors import NonFiniteError
 from tpuestimator.runs import check_run_dir, ls_runs, run_info
 from tpuestimator.runs.report import render_run_report
+
+NUMBER = r"\d+\.\d{4}"
+RATE = r"\d+(\.\d+)?"
+
+
+def assert_job_log(text: str, model_dir: str, metrics: dict) -> None:
+    """The log of the parity job (40 steps, loops of 10, evaluations and checkpoints at 20 and
+    40): each line matches its hand-written pattern; the losses and accuracies logged at the
+    loops are the ones metrics.json records, a row per loop (4 decimals)."""
+    def fmt(name, row):
+        return re.escape(f"{metrics[name][row]:.4f}")
+
+    def train(step, loss=NUMBER, accuracy=NUMBER):
+        return (rf"INFO tpuestimator\.hooks\.builtin: train \| step: {step:>7} \| loss: {loss} \| steps/sec: {RATE} "
+                rf"\| examples/sec: {RATE} \| accuracy: {accuracy}")
+
+    def evaluation(step, row):
+        return (rf"INFO tpuestimator\.hooks\.builtin: eval  \| step: {step:>7} \| loss: {fmt('val_loss', row)} "
+                rf"\| accuracy: {fmt('val_accuracy', row)} \| num_examples: 24")
+
+    def saved(step):
+        return rf"INFO tpuestimator\.core\.checkpointing: saved checkpoint {re.escape(model_dir)}/ckpt-{step}"
+
+    expected = [train(10, fmt("loss", 0), fmt("accuracy", 0)), train(20, fmt("loss", 1), fmt("accuracy", 1)),
+                saved(20), evaluation(20, 1), train(30, fmt("loss", 2), fmt("accuracy", 2)),
+                train(40, fmt("loss", 3), fmt("accuracy", 3)), saved(40), evaluation(40, 3)]
+    assert text.endswith("\n")
+    lines = text.splitlines()
+    assert len(lines) == len(expected), text
+    for line, pattern in zip(lines, expected):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} " + pattern, line), f"{line!r} !~ {pattern!r}"
 
 
 def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
@@ -23,7 +55,7 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
     info = run_info(result.run_dir)
     assert info["status"] == "completed" and info["properties"]["script"] == "parity.yaml"
     props = info["properties"]
-    assert props["max_steps"] == 40 and props["global_step"] == 40 and props["epochs"] == 2
+    assert props["max_steps"] == 40 and props["global_step"] == 40 and props["epochs"] == 4
     assert "resumed_from_step" not in props
     # Property names against tfruns's own (R/ls_runs.R run_record(), return_runs()): no 'steps'
     # (tfruns would count rows against it, rule 12); none that tfruns computes itself and would
@@ -39,13 +71,19 @@ def test_training_job_records_valid_runs(tmp_path, fixtures_dir):
     assert all(isinstance(props[k], int) for k in ("epochs", "batch_size"))
     metrics = info["metrics"]
     # Issue 12.2: the global step is tfruns's x axis ('epoch', not charted), training accuracy is
-    # recorded beside val_accuracy, and the rows are counted against 'epochs' (2/2, not 2/40).
-    assert list(metrics) == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
-    assert metrics["epoch"] == [20, 40] and len(metrics["val_loss"]) == 2
-    assert all(0.0 <= a <= 1.0 for a in metrics["accuracy"])
-    assert info["row"]["epochs_completed"] == info["row"]["epochs"] == 2
-    # Issue 12.2: the console output is where tfruns's Output tab reads it.
-    assert "Recording run in" in props["output"] or props["output"].strip()
+    # recorded beside val_accuracy, and the rows are counted against 'epochs' (4/4, not 4/40).
+    # Issue 22.3: a row per training loop (the curve), val_ values at the two evaluations only.
+    assert list(metrics) == ["epoch", "val_loss", "val_accuracy", "accuracy", "loss"]
+    assert metrics["epoch"] == [10, 20, 30, 40]
+    assert metrics["val_loss"][0] is None and metrics["val_loss"][2] is None
+    assert None not in (metrics["val_loss"][1], metrics["val_loss"][3])
+    assert None not in metrics["loss"] and all(0.0 <= a <= 1.0 for a in metrics["accuracy"])
+    assert info["row"]["epochs_completed"] == info["row"]["epochs"] == 4
+    # Issue 12.2: the console output is where tfruns's Output tab reads it: the job's log, line
+    # for line (issue 24.6: exactly these lines; only times and rates vary between runs).
+    log_text = (Path(result.run_dir) / "output.log").read_text()
+    assert props["output"].rstrip("\n") == log_text.rstrip("\n")
+    assert_job_log(log_text, str(tmp_path / "m1"), metrics)
     assert info["evaluation"]["loss"] == pytest.approx(result.metrics["loss"])
     assert info["flags"]["learning_rate"] == 0.1
     assert any(p.endswith("loss.png") for p in info["plots"])

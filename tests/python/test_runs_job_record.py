@@ -5,7 +5,8 @@ from pathlib import Path
 
 from tpuestimator.config import load_config
 from tpuestimator.runs import RunRecorder, run_info
-from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
+from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_rows
+from tpuestimator.runs.metric_rows import MAX_TRAIN_ROWS
 
 
 def _cfg(fixtures_dir, *overrides):
@@ -21,14 +22,19 @@ def test_flags_hold_params_sizes_precision_and_other_overrides(fixtures_dir):
     assert flags["run.seed"] == 3 and "params.learning_rate" not in flags
 
 
-def test_planned_evals_counts_evaluations_or_loops(fixtures_dir):
-    assert planned_evals(_cfg(fixtures_dir, "eval.every_n_steps=20")) == 2
-    assert planned_evals(_cfg(fixtures_dir, "eval.every_n_steps=30")) == 2
+def test_planned_rows_count_one_row_per_loop_bounded_for_long_runs(fixtures_dir):
+    # 40 steps in loops of 10; an evaluation ends a loop (at 20, or at 30 then 40: 3 + 1 loops)
+    assert planned_rows(_cfg(fixtures_dir, "eval.every_n_steps=20")) == 4
+    assert planned_rows(_cfg(fixtures_dir, "eval.every_n_steps=30")) == 4
     no_eval = _cfg(fixtures_dir, "train.max_steps=35", "train.iterations_per_loop=5",
                    "train.save_checkpoints_steps=5")
-    del no_eval.raw["data"]["manifest"]  # training data only (what planned_evals reads)
-    assert planned_evals(no_eval) == 7  # one metric row per training loop
-    assert planned_evals(_cfg(fixtures_dir, "train.max_steps=null")) is None
+    del no_eval.raw["data"]["manifest"]  # training data only (what planned_rows reads)
+    assert planned_rows(no_eval) == 7  # one metric row per training loop
+    assert planned_rows(_cfg(fixtures_dir, "train.max_steps=null")) is None
+    # 10,000 loops: at most MAX_TRAIN_ROWS training rows, plus the two evaluations' rows
+    long = planned_rows(_cfg(fixtures_dir, "train.max_steps=100000", "eval.every_n_steps=50000",
+                             "train.save_checkpoints_steps=50000"))
+    assert MAX_TRAIN_ROWS // 2 < long <= MAX_TRAIN_ROWS + 2
 
 
 def test_model_summary_falls_back_to_repr():
@@ -56,7 +62,7 @@ def test_a_failed_runs_record_gets_the_nonfinite_report(tmp_path):
     (report / "bundle").mkdir()  # the repro bundle stays where it is
     error = RuntimeError("NaN loss")
     error.report_path = str(report)
-    rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_evals=None)
+    rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_rows=None)
     add_nonfinite_report(rec, error)
     add_nonfinite_report(rec, RuntimeError("no report"))  # nothing to copy: no error either
     rec.fail(error)

@@ -20,7 +20,7 @@ def test_name_is_the_utc_start_time():
 
 
 def test_run_folder_named_by_its_start_property(tmp_path):
-    rec = RunRecorder.create(tmp_path, config={}, flags={}, script="a.yaml", planned_evals=None)
+    rec = RunRecorder.create(tmp_path, config={}, flags={}, script="a.yaml", planned_rows=None)
     assert PLAIN.match(rec.name)
     assert rec.name == format_run_name(read_properties(rec.run_dir)["start"])
 
@@ -28,8 +28,8 @@ def test_run_folder_named_by_its_start_property(tmp_path):
 def test_two_runs_in_the_same_second_get_distinct_start_ordered_names(tmp_path):
     # Start just after a second boundary so both creations fall in the same second.
     time.sleep(1.0 - time.time() % 1.0 + 0.01)
-    first = RunRecorder.create(tmp_path, config={}, flags={"i": 1}, script="a.yaml", planned_evals=None)
-    second = RunRecorder.create(tmp_path, config={}, flags={"i": 2}, script="a.yaml", planned_evals=None)
+    first = RunRecorder.create(tmp_path, config={}, flags={"i": 1}, script="a.yaml", planned_rows=None)
+    second = RunRecorder.create(tmp_path, config={}, flags={"i": 2}, script="a.yaml", planned_rows=None)
     assert first.name != second.name
     assert PLAIN.match(first.name) and PLAIN.match(second.name)
     assert sorted([second.name, first.name]) == [first.name, second.name]

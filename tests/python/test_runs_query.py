@@ -27,7 +27,7 @@ def make_run(runs_dir: Path, name: str, *, lr: float, acc: float | None, status:
     """A real run made by RunRecorder, renamed to `name` (so tests need not wait a second per run)."""
     tmp = runs_dir.parent / f"scratch-{name}"
     rec = RunRecorder.create(tmp, config={"model": model, "train": {"max_steps": 20, "batch_size": 4}},
-                             flags={"learning_rate": lr, "model": model}, script="job.yaml", planned_evals=2)
+                             flags={"learning_rate": lr, "model": model}, script="job.yaml", planned_rows=2)
     rec.log_metrics(10, {"loss": 1.0}, eval_metrics={"accuracy": 0.5})
     if acc is not None:
         rec.log_metrics(20, {"loss": 0.5}, eval_metrics={"accuracy": acc})

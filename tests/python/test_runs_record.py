@@ -35,12 +35,12 @@ def strict_json(path: Path):
     return json.loads(path.read_text(), parse_constant=reject)
 
 
-def make_recorder(tmp_path: Path, planned_evals=3, script=None, **kw) -> RunRecorder:
+def make_recorder(tmp_path: Path, planned_rows=3, script=None, **kw) -> RunRecorder:
     if script is None:
         script = tmp_path / "tiny.yaml"
         script.write_text("model: mlp\nparams:\n  learning_rate: 0.01\n")
     return RunRecorder.create(tmp_path / "runs", config=CONFIG, flags=CONFIG["params"], script=str(script),
-                              planned_evals=planned_evals, **kw)
+                              planned_rows=planned_rows, **kw)
 
 
 def test_successful_run_follows_every_rule(tmp_path):
@@ -60,21 +60,21 @@ def test_successful_run_follows_every_rule(tmp_path):
     props = read_properties(rec.run_dir)
     assert props["completed"] is True and props["type"] == "training" and props["context"] == "local"
     assert props["script"] == "tiny.yaml"
-    assert props["max_steps"] == 300 and props["epochs"] == 3 and props["batch_size"] == 32 and props["samples"] == 640
+    # 3 rows planned, 2 recorded: a completed run's epochs are its rows (it reads complete)
+    assert props["max_steps"] == 300 and props["epochs"] == 2 and props["batch_size"] == 32 and props["samples"] == 640
     assert props["learning_rate"] == 0.01 and props["optimizer"] == "adam" and props["strategy"] == "cpu"
     assert props["model"].startswith("Model: tiny\n dense")
     assert props["tpu_topology"] == "2x2" and props["global_step"] == 200
     assert props["tensorflow_version"].startswith("2.")
     assert props["start"] <= props["end"] <= time.time() + 1
 
-    # metrics.json: step axis, val_ names, arrays null-padded to the 3 planned evals
+    # metrics.json: step axis, val_ names, then the training arrays, the fullest last (what
+    # tfruns counts); the padding row planned for a third evaluation is gone once complete
     metrics = strict_json(meta / "metrics.json")
-    assert list(metrics) == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
-    # the row not recorded yet has its planned x (max_steps): tfruns's chart takes the last
-    # 'epoch' value as the x axis maximum and the values as ticks, so no null there
-    assert metrics["epoch"] == [100, 200, 300]
-    assert metrics["val_loss"] == [1.0, 0.6, None]
-    assert {len(v) for v in metrics.values()} == {3}
+    assert list(metrics) == ["epoch", "val_loss", "val_accuracy", "accuracy", "loss"]
+    assert metrics["epoch"] == [100, 200]
+    assert metrics["val_loss"] == [1.0, 0.6]
+    assert {len(v) for v in metrics.values()} == {2}
     assert strict_json(meta / "evaluation.json") == {"loss": 0.6, "accuracy": 0.65}
 
     with tarfile.open(meta / "source.tar.gz") as tar:
@@ -106,7 +106,7 @@ def test_flags_from_nested_dicts_lists_nan_and_none(tmp_path):
 
 
 def test_nan_stopped_run_writes_null_and_no_nan(tmp_path):
-    rec = make_recorder(tmp_path, planned_evals=4)
+    rec = make_recorder(tmp_path, planned_rows=4)
     rec.log_metrics(100, {"loss": 0.8}, eval_metrics={"loss": 0.9})
     rec.log_metrics(200, {"loss": float("nan")}, eval_metrics={"loss": float("inf"), "accuracy": float("-inf")})
     rec.write_evaluation({"loss": float("nan"), "accuracy": 0.3, "auc": None})
@@ -120,8 +120,8 @@ def test_nan_stopped_run_writes_null_and_no_nan(tmp_path):
     metrics = strict_json(meta / "metrics.json")
     assert metrics["loss"] == [0.8, None, None, None]
     assert metrics["val_accuracy"] == [None, None, None, None]
-    # tfruns counts rows on the last array: the one with the most values (val_loss) is last
-    assert list(metrics)[-1] == "val_loss" and ls_runs(tmp_path / "runs")[0]["epochs_completed"] == 1
+    # tfruns counts rows on the last array: the one with the most values (a training one) is last
+    assert list(metrics)[-1] == "loss" and ls_runs(tmp_path / "runs")[0]["epochs_completed"] == 1
     assert strict_json(meta / "evaluation.json") == {"accuracy": 0.3}
     error = strict_json(meta / "error.json")
     assert error["message"] == "NonFiniteError: loss became NaN at step 200"
@@ -137,7 +137,7 @@ def _train_and_crash():
 
 def test_failed_run_records_error_and_context_manager(tmp_path):
     with pytest.raises(ValueError):
-        with make_recorder(tmp_path, planned_evals=None) as rec:
+        with make_recorder(tmp_path, planned_rows=None) as rec:
             rec.log_metrics(10, {"loss": 1.0})
             _train_and_crash()
     assert rec.state == "failed"
@@ -152,7 +152,7 @@ def test_failed_run_records_error_and_context_manager(tmp_path):
 
 
 def test_live_run_can_be_watched(tmp_path):
-    rec = make_recorder(tmp_path, planned_evals=2)
+    rec = make_recorder(tmp_path, planned_rows=2)
     first_end = read_properties(rec.run_dir)["end"]
     time.sleep(0.01)
     rec.log_metrics(50, {"loss": 0.7})
@@ -164,20 +164,22 @@ def test_live_run_can_be_watched(tmp_path):
 
 
 def test_metric_arrays_stay_equal_length_past_the_plan(tmp_path):
-    rec = make_recorder(tmp_path, planned_evals=1)
+    rec = make_recorder(tmp_path, planned_rows=1)
     rec.log_metrics(1, {"loss": 3.0})
     rec.log_metrics(2, {"loss": 2.0}, eval_metrics={"auc": 0.5})  # a new metric appears late
     rec.log_metrics(3, {"loss": 1.0, "extra": 7})
+    assert len(rec.metrics["loss"]) == 3  # the file follows within HEARTBEAT_S, and at the end
+    rec.complete()
     metrics = strict_json(rec.run_dir / "tfruns.d" / "metrics.json")
     # val_auc alone would never be charted by tfruns (rule 7): an all-null auc array goes beside it
     assert metrics == {"epoch": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "extra": [None, None, 7.0],
                        "auc": [None, None, None], "val_auc": [None, 0.5, None]}
-    assert list(metrics) == ["epoch", "loss", "extra", "auc", "val_auc"]
+    assert list(metrics) == ["epoch", "val_auc", "extra", "auc", "loss"]
     assert check_run_dir(rec.run_dir) == []
 
 
 def test_dict_config_gets_its_yaml_archived(tmp_path):
-    rec = RunRecorder.create(tmp_path / "runs", config=CONFIG, flags={"a": 1}, script=None, planned_evals=None)
+    rec = RunRecorder.create(tmp_path / "runs", config=CONFIG, flags={"a": 1}, script=None, planned_rows=None)
     rec.complete()
     assert read_properties(rec.run_dir)["script"] == "config.yaml"
     with tarfile.open(rec.run_dir / "tfruns.d" / "source.tar.gz") as tar:
@@ -214,7 +216,7 @@ def test_git_commit_recorded_inside_a_repo(tmp_path, monkeypatch):
     rec = make_recorder(tmp_path)
     assert read_properties(rec.run_dir)["git_commit"] == head
     monkeypatch.chdir(tmp_path)  # not a repository: no git_commit
-    rec2 = RunRecorder.create(tmp_path / "runs2", config={}, flags={}, script="c.yaml", planned_evals=None)
+    rec2 = RunRecorder.create(tmp_path / "runs2", config={}, flags={}, script="c.yaml", planned_rows=None)
     assert "git_commit" not in read_properties(rec2.run_dir)
 
 
@@ -230,7 +232,7 @@ def test_attach_keeps_what_tfruns_wrote(tmp_path):
         src.write_text("tpu_train('x.yaml')\n")
         tar.add(src, "source/train.R")
     (run_dir / "tfruns.d" / "flags.json").write_text('{"learning_rate": 0.5}')
-    rec = RunRecorder.attach(run_dir, config=CONFIG, flags=CONFIG["params"], script="x.yaml", planned_evals=2)
+    rec = RunRecorder.attach(run_dir, config=CONFIG, flags=CONFIG["params"], script="x.yaml", planned_rows=2)
     rec.log_metrics(10, {"loss": 1.0})
     (run_dir / "output.log").write_text("our log\n")
     rec.complete()
@@ -252,7 +254,7 @@ KILLED_CHILD = r"""
 import sys, time
 from tpuestimator.runs import RunRecorder
 rec = RunRecorder.create(sys.argv[1], config={"train": {"max_steps": 400, "batch_size": 8}},
-                         flags={"lr": 0.1}, script="job.yaml", planned_evals=4)
+                         flags={"lr": 0.1}, script="job.yaml", planned_rows=4)
 rec.log_metrics(100, {"loss": 0.9}, eval_metrics={"loss": 1.1})
 rec.log_metrics(200, {"loss": 0.6}, eval_metrics={"loss": 0.8})
 print(rec.run_dir, flush=True)
@@ -312,7 +314,8 @@ def test_a_job_killed_right_after_an_evaluation_keeps_its_row_and_end(tmp_path, 
                           timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     row = ls_runs(tmp_path / "runs")[0]
-    assert row["status"] == "interrupted" and row["epochs_completed"] == 1 and row["epochs"] == 2
+    # a row per loop of 10 steps: the loops to 10 and 20 (with its evaluation), of 4 planned
+    assert row["status"] == "interrupted" and row["epochs_completed"] == 2 and row["epochs"] == 4
     assert row["global_step"] == 20 and "metric_epoch" not in row and row["metric_val_loss"] is not None and row["metric_loss"] is not None
     assert row["end"] > row["start"]
     assert check_run_dir(row["run_dir"]) == []
@@ -356,3 +359,25 @@ def test_property_files_end_with_a_newline_and_the_archive_has_no_pax_headers(tm
     problems = check_run_dir(rec.run_dir)
     assert any("properties/note: no final newline" in p for p in problems)
     assert any("pax extended headers" in p for p in problems)
+
+
+def test_a_long_run_keeps_a_bounded_curve_and_reads_complete(tmp_path):
+    """Issue 22.3: a row per loop, thinned past MAX_TRAIN_ROWS; evaluations and the last row kept;
+    the row count matches the plan, so tfruns reads the finished run as complete."""
+    from tpuestimator.runs.metric_rows import MAX_TRAIN_ROWS, planned_row_count
+
+    loops, evals = 1000, {250, 500, 1000}
+    rec = make_recorder(tmp_path, planned_rows=planned_row_count(loops, evals))
+    for i in range(1, loops + 1):
+        rec.log_metrics(i * 10, {"loss": 1.0 / i})
+        if i in evals:
+            rec.log_metrics(i * 10, {"loss": 1.0 / i}, eval_metrics={"loss": 2.0 / i})
+    rec.complete()
+    metrics = strict_json(rec.run_dir / "tfruns.d" / "metrics.json")
+    assert MAX_TRAIN_ROWS // 2 < len(metrics["epoch"]) <= MAX_TRAIN_ROWS + len(evals)
+    assert metrics["epoch"][-1] == loops * 10 and metrics["loss"][-1] == 1.0 / loops
+    assert [s for s, v in zip(metrics["epoch"], metrics["val_loss"]) if v is not None] == [2500, 5000, 10000]
+    assert None not in metrics["loss"] and metrics["epoch"] == sorted(metrics["epoch"])
+    row = ls_runs(tmp_path / "runs")[0]
+    assert row["epochs"] == row["epochs_completed"] == len(metrics["epoch"])
+    assert check_run_dir(rec.run_dir) == []

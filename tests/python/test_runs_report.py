@@ -16,7 +16,7 @@ from tpuestimator.runs.plots import line_chart_svg, metric_groups, nice_ticks, r
 
 def make_run(runs_dir: Path, *, lr: float, fail: bool = False) -> Path:
     rec = RunRecorder.create(runs_dir, config={"model": "cnn", "train": {"max_steps": 40, "batch_size": 8}},
-                             flags={"learning_rate": lr, "layers": [8, 4]}, script="job.yaml", planned_evals=4)
+                             flags={"learning_rate": lr, "layers": [8, 4]}, script="job.yaml", planned_rows=4)
     for i in range(3):
         rec.log_metrics(10 * (i + 1), {"loss": 1.0 / (i + 1) + lr}, eval_metrics={"loss": 1.1 / (i + 1), "accuracy": 0.5 + 0.1 * i})
     rec.set_properties(model="Model: \"cnn\"\n conv2d (Conv2D)   (None, 8, 8, 4)   40")

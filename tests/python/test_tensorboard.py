@@ -41,7 +41,7 @@ def make_run(runs_dir: Path, lr: float) -> RunRecorder:
     import tensorflow as tf
 
     flags = {"learning_rate": lr, "optimizer": {"name": "adam"}, "dropout": None}
-    rec = RunRecorder.create(runs_dir, config={}, flags=flags, script="job.yaml", planned_evals=2)
+    rec = RunRecorder.create(runs_dir, config={}, flags=flags, script="job.yaml", planned_rows=2)
     for kind, scale in (("train", 1.0), ("eval", 1.2)):
         writer = tf.summary.create_file_writer(str(rec.logs_dir / kind))
         with writer.as_default():
@@ -124,7 +124,7 @@ def test_tensorboard_failure_reports_its_stderr(tmp_path):
 
 
 def test_tensorboard_command_stops_on_ctrl_c(tmp_path, python_env):
-    rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_evals=None)
+    rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_rows=None)
     child = subprocess.Popen([sys.executable, "-m", "tpuestimator.commands.tensorboard", "latest",
                               "--runs-dir", str(tmp_path / "runs")], env=python_env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

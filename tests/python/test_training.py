@@ -79,3 +79,29 @@ def test_early_stopping_stops_at_the_expected_evaluation(tmp_path):
     assert out.stopped_early and out.global_step == 40
     state = json.loads((tmp_path / "m" / "early_stopping.json").read_text())
     assert state["bad_evals"] == 3
+
+
+def test_a_jobs_exports_carry_their_metadata_the_moment_they_appear(tmp_path, fixtures_dir):
+    """Issue 19.9: the best and latest exports written at an evaluation mid-training got
+    assets.extra/tpuestimator.json only when the job ended (and then with the job's last
+    global step): `tpuestimator predict` could not read a best export while training went on,
+    nor ever if the job was killed. Each export is read here as it appears (after_export)."""
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.serving.exports import EXPORT_META
+
+    seen = {}
+
+    def on_export(event, info):
+        if event == "after_export":
+            meta_path = os.path.join(info["export_dir"], "assets.extra", EXPORT_META)
+            seen[info["export_dir"]] = json.loads(open(meta_path).read()) if os.path.exists(meta_path) else None
+
+    result = run_job(str(fixtures_dir / "parity" / "parity.yaml"), model_dir=str(tmp_path / "m"), record=False,
+                     overrides=["export.enabled=true", "export.exporters=[best, latest]", "eval.every_n_steps=20",
+                                "train.save_checkpoints_steps=20"], hooks=[on_export])
+    assert result.global_step == 40
+    assert {os.path.basename(path) for path in seen} == {"20", "40"} and len(seen) >= 3, seen
+    for path, meta in seen.items():
+        assert meta is not None, f"{path} appeared without its metadata"
+        assert meta["global_step"] == int(os.path.basename(path)) and meta["data"]["manifest"]
+        assert meta["class_names"] and meta["feature_spec"]

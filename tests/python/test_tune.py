@@ -7,8 +7,9 @@ import random
 import pytest
 
 from tpuestimator.commands.tune import parse_grid
-from tpuestimator.jobs.tune import flag_grid, override_text, sample_grid
+from tpuestimator.jobs.tune import flag_grid, sample_grid
 from tpuestimator.runs import check_run_dir, ls_runs
+from tpuestimator.runs.flags import override_text
 
 
 def test_grid_order_sampling_and_parsing():
@@ -45,6 +46,78 @@ def test_cli_tune_trains_three_different_runs(tmp_path, fixtures_dir, capsys):
     assert len({round(r["eval_loss"], 6) for r in rows}) == 3
     assert len({r["tuning_run"] for r in rows}) == 1
     assert all(check_run_dir(r["run_dir"]) == [] for r in rows)
+
+
+def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any_run(tmp_path, fixtures_dir,
+                                                                                     capsys):
+    """Issue 19.11: `--grid nosuch.field=1,2` said "Received: nosuch='nosuch'" once per
+    combination, after starting each training."""
+    from tpuestimator.cli import main
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.jobs.tune import tuning_run
+
+    config = str(fixtures_dir / "parity" / "parity.yaml")
+    runs_dir = tmp_path / "runs"
+    assert main(["tune", config, "--grid", "nosuch.field=1,2", "--runs-dir", str(runs_dir)]) == 2
+    captured = capsys.readouterr()
+    assert "Received" not in captured.err and "tuning run" not in captured.out
+    assert "`nosuch.field` is not a known config field" in captured.err
+    assert "at the top level, one of data, debug, eval, export, model, name, params, predict, run, train" \
+        in captured.err and "--grid nosuch.field=" in captured.err
+    assert main(["tune", config, "--grid", "train.max_step=1,2", "--runs-dir", str(runs_dir)]) == 2
+    assert "did you mean `max_steps`?" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="in `train`, one of async_checkpoint") as caught:
+        tuning_run(config, {"train.nosuch": [1, 2]}, runs_dir=str(runs_dir))
+    assert caught.value.field == "train.nosuch"
+    assert not runs_dir.exists()   # nothing trained, nothing recorded
+    from tpuestimator.config import check_field, load_config
+
+    check_field("params.my_own_setting")  # params take any name: a model function's own parameter
+    with pytest.raises(ConfigError, match="named by --set run.strateg=") as caught:
+        load_config(config, ["run.strateg=cpu"])
+    assert "Received" not in str(caught.value) and "did you mean `strategy`?" in str(caught.value)
+
+
+@pytest.mark.real_process
+def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixtures_dir, python_env):
+    """Issue 19.6: SIGTERM stops `tpuestimator tune` at a checkpoint of the current
+    combination (recorded interrupted, exit 143); the same command then trains only the
+    combinations not finished, the interrupted one resumed from its checkpoint."""
+    import signal
+    import subprocess
+    import sys
+
+    runs_dir = tmp_path / "runs"
+    command = [sys.executable, "-m", "tpuestimator", "tune", str(fixtures_dir / "parity" / "parity.yaml"),
+               "--grid", "params.learning_rate=0.01,0.03,0.1", "--set", "train.max_steps=2000",
+               "--set", "train.iterations_per_loop=20", "--set", "train.save_checkpoints_steps=100",
+               "--runs-dir", str(runs_dir), "--no-export"]
+    first = subprocess.Popen(command, env=python_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, sent = [], False
+    for line in first.stdout:
+        lines.append(line.rstrip("\n"))
+        # the second combination is training (it saved a checkpoint): stop there
+        if not sent and "tuning run 2/3: params.learning_rate=0.03" in lines and line.startswith("saved checkpoint"):
+            first.send_signal(signal.SIGTERM)
+            sent = True
+    assert first.wait(timeout=600) == 143 and sent, lines[-30:]
+    assert "tuning run 3/3" not in "\n".join(lines)
+    rows = {r["flag_learning_rate"]: r for r in ls_runs(runs_dir)}
+    assert rows[0.01]["status"] == "completed" and rows[0.03]["status"] == "interrupted", rows
+    interrupted_step = int(rows[0.03]["global_step"])
+    assert 0 < interrupted_step < 2000
+
+    again = subprocess.run(command, env=python_env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "continuing the tuning" in again.stdout and "1 of 3 combination(s) finished" in again.stdout
+    assert "tuning run 1/3" not in again.stdout and "tuning run 3/3" in again.stdout
+    runs = ls_runs(runs_dir)
+    assert len(runs) == 4   # 1 completed, 1 interrupted, its continuation, the third
+    assert len({r["tuning_run"] for r in runs}) == 1
+    done = {r["flag_learning_rate"]: r for r in runs if r["status"] == "completed"}
+    assert sorted(done) == [0.01, 0.03, 0.1] and all(int(r["global_step"]) == 2000 for r in done.values())
+    assert int(done[0.03]["resumed_from_step"]) >= interrupted_step
+    assert not [p for p in (runs_dir / ".models").iterdir() if p.name.startswith("tuning-")]   # state removed
 
 
 def test_quiet_tensorflow_drops_retracing_warnings_and_can_be_undone(caplog):

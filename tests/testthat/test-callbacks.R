@@ -73,7 +73,7 @@ test_that("an error in an R model function reaches R with its message", {
   expect_match(conditionMessage(err), "R model function")
   expect_s3_class(err$parent, "simpleError")
   # the failed run is recorded as failed
-  run <- latest_run()
+  run <- tpu_latest_run()
   expect_false(run$completed)
   expect_match(run$error$message, "cannot build the model for 3 classes", fixed = TRUE)
 })
@@ -129,5 +129,5 @@ test_that("with an R model function a list config may leave out `model`", {
   run <- quietly(tpu_train(cfg, model_fn = r_model_fn, verbose = FALSE))
   expect_identical(run$global_step, 10L)
   expect_identical(run$config$model, "r:model_fn")
-  expect_identical(ls_runs()$flag_model, "r:model_fn")
+  expect_identical(tpu_ls_runs()$flag_model, "r:model_fn")
 })

@@ -41,7 +41,7 @@ test_that("two workers train the parity job from R and the chief's run comes bac
   expect_identical(run$global_step, 20L)
   expect_identical(as.integer(run$metrics$num_examples), 24L)  # the parity eval split, each example once
   expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
-  expect_identical(nrow(ls_runs(file.path(out, "runs"))), 1L)  # one run record: the chief's
+  expect_identical(nrow(tpu_ls_runs(file.path(out, "runs"))), 1L)  # one run record: the chief's
 })
 
 test_that("a parameter-server cluster needs run.strategy: parameter_server, checked before any process starts", {
@@ -65,6 +65,6 @@ test_that("two workers and a parameter server train the parity job from R (async
   expect_identical(run$global_step, 20L)  # both workers' steps, counted by the chief
   expect_identical(as.integer(run$metrics$num_examples), 24L)  # evaluated once, on the chief
   expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
-  runs <- ls_runs(file.path(out, "runs"))
+  runs <- tpu_ls_runs(file.path(out, "runs"))
   expect_identical(nrow(runs), 1L)
 })

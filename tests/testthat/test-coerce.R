@@ -22,8 +22,8 @@ test_that("overrides are written as YAML/JSON scalars", {
 test_that("argument errors of the R functions name the argument and the fix", {
   expect_error(tpu_config(42), "`file_or_list` must be")
   expect_error(tpu_config("no/such/config.yaml"), "no such file")
-  expect_error(ls_runs(runs_dir = 1), "`runs_dir` must be a single non-empty string")
-  expect_error(ls_runs(tempfile(), latest_n = "x"), "`latest_n`")
+  expect_error(tpu_ls_runs(runs_dir = 1), "`runs_dir` must be a single non-empty string")
+  expect_error(tpu_ls_runs(tempfile(), latest_n = "x"), "`latest_n`")
   expect_error(tpu_train(list(model = "cnn"), verbose = "yes"), "`verbose` must be TRUE or FALSE")
   expect_error(install_tpuestimator(extra = "cuda"), "`extra` must be NULL or some of")
 })

@@ -26,7 +26,7 @@ test_that("bad data fixtures give tpuestimator_data_error with the expected mess
   names <- vapply(cases, function(case) case$name, "")
   expect_true(all(up_front %in% names))
   for (name in up_front) expect_false(dir.exists(file.path("models", name)), info = name)
-  runs <- ls_runs("runs")
+  runs <- tpu_ls_runs("runs")
   expect_equal(nrow(runs), length(setdiff(names, up_front)))
   expect_false(any(runs$completed))
   expect_true(all(nzchar(runs$error_message)))

@@ -29,7 +29,7 @@ test_that("Ctrl-C in R during tpu_train() records an interrupted run that a reru
   while (!file.exists("outcome") && Sys.time() < deadline) Sys.sleep(0.2)
   expect_identical(readLines("outcome"), "interrupt")
 
-  runs <- ls_runs("runs")
+  runs <- tpu_ls_runs("runs")
   expect_identical(runs$status, "interrupted")
   expect_match(runs$interrupted, "KeyboardInterrupt")
   expect_false(file.exists(file.path("m", "tpuestimator.lock")))
@@ -40,7 +40,7 @@ test_that("Ctrl-C in R during tpu_train() records an interrupted run that a reru
                                     train.iterations_per_loop = 5L, train.save_checkpoints_steps = 100L,
                                     model_dir = "m", runs_dir = "runs", verbose = FALSE, resume = TRUE))
   expect_identical(run$global_step, step + 10L)
-  expect_identical(ls_runs("runs")$resumed_from_step[[1]], step)
+  expect_identical(tpu_ls_runs("runs")$resumed_from_step[[1]], step)
 })
 
 test_that("tpu_train() on a model dir another job trains fails with a model-dir-locked condition", {
@@ -59,4 +59,21 @@ test_that("tpu_train() on a model dir another job trains fails with a model-dir-
   expect_match(conditionMessage(err), "--model-dir", fixed = TRUE)
   expect_identical(normalizePath(err$model_dir), normalizePath(file.path(dir, "m")))
   expect_false(dir.exists("runs"))
+})
+
+test_that("tpu_evaluate() refused by a training's lock names the training's pid, also as fields", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  dir.create("m")
+  file.copy(fixture_path("parity", "parity.yaml"), file.path("m", "config.yaml"))
+  lock <- reticulate::import("tpuestimator.jobs.model_dir_lock")$ModelDirLock(file.path(dir, "m"),
+                                                                         command = "tpuestimator train other.yaml")
+  lock$acquire()
+  on.exit(lock$release(), add = TRUE)
+  err <- tryCatch(tpu_evaluate("m"), error = function(e) e)
+  expect_s3_class(err, "tpuestimator_model_dir_locked_error")
+  expect_identical(err$pid, Sys.getpid())
+  expect_identical(err$owner$pid, Sys.getpid())
+  expect_match(conditionMessage(err), paste("is being trained by pid", Sys.getpid()), fixed = TRUE)
 })

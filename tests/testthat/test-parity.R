@@ -1,5 +1,5 @@
 # The same config and data (tests/fixtures/parity) give the same final eval loss from R as from
-# Python; runs made by both show up in ls_runs() alike.
+# Python; runs made by both show up in tpu_ls_runs() alike.
 
 python_run_job <- function(python, config, model_dir, runs_dir) {
   script <- paste(
@@ -34,8 +34,8 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   expect_true(is.finite(r$metrics$loss))
   expect_lt(abs(r$metrics$loss - py$loss), 1e-5)
 
-  # ls_runs() lists both runs, with the same tfruns columns
-  runs <- ls_runs(file.path(work, "runs"))
+  # tpu_ls_runs() lists both runs, with the same tfruns columns
+  runs <- tpu_ls_runs(file.path(work, "runs"))
   expect_equal(nrow(runs), 2L)
   expect_setequal(normalizePath(runs$run_dir), normalizePath(c(py$run_dir, r$run_dir)))
   for (col in c("eval_loss", "metric_loss", "metric_val_loss", "flag_learning_rate", "flag_model",
@@ -50,7 +50,7 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   for (d in runs$run_dir) expect_tfruns_run(d)
 
   # a run read back from disk points at its model folder
-  info <- run_info(r$run_dir)
+  info <- tpu_run_info(r$run_dir)
   expect_identical(normalizePath(info$model_dir), normalizePath(file.path(work, "models", "r")))
   expect_equal(info$metrics$loss, r$metrics$loss, tolerance = 1e-6)
 })

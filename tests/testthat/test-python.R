@@ -79,3 +79,31 @@ test_that("install_tpuestimator() always installs one TensorFlow build", {
   expect_error(tpuestimator_extras("bogus"), "`extra` must be NULL or some of.*bogus")
   expect_error(tpuestimator_extras(c("cpu", "gpu")), "more than one TensorFlow build \\(cpu, gpu\\)")
 })
+
+test_that("Python ints beyond R's 32-bit integers reach R as doubles: condition fields, hooks, progress", {
+  # reticulate wrapped them into negative R integers (issue 19.9); fixed in the bridge for every
+  # value it converts directly, not only a disk-full error's free_bytes
+  skip_if_no_tpuestimator()
+  big <- 2^33 + 1
+  err <- tryCatch(
+    tpuestimatorr:::with_python(reticulate::py_run_string(paste0(
+      "from tpuestimator.errors import DataError\n",
+      "raise DataError('cut', path='x.tfrecord', record=2**33 + 1)"
+    ))),
+    error = function(e) e
+  )
+  expect_s3_class(err, "tpuestimator_data_error")
+  expect_identical(err$record, big)
+  seen <- new.env()
+  hook <- tpuestimatorr:::as_hook_list(list(function(event, info) seen$info <- info))[[1]]
+  logs <- reticulate::py_eval("{'examples_seen': 2**33 + 1, 'loss': 0.5, 'small': 3}", convert = FALSE)
+  hook$after_loop(reticulate::py_eval("2**31", convert = FALSE), logs)
+  expect_identical(seen$info$step, 2^31)
+  expect_identical(seen$info$examples_seen, big)
+  expect_identical(seen$info$small, 3L)
+  progress <- tpuestimatorr:::py_bridge()$r_callback(
+    reticulate::r_to_py(function(event, info) seen$progress <- info, convert = TRUE)
+  )
+  progress$`__call__`("loop", reticulate::py_eval("{'step': 3000000000}", convert = FALSE))
+  expect_identical(seen$progress$step, 3e9)
+})

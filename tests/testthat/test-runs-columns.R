@@ -1,22 +1,22 @@
-# One reader of run records (issue 12.7): R's ls_runs() gives exactly the columns, names, types and
-# order that tests/fixtures/runs/expected_columns.json records and that Python's ls_runs() gives
+# One reader of run records (issue 12.7): R's tpu_ls_runs() gives exactly the columns, names, types and
+# order that tests/fixtures/runs/expected_columns.json records and that Python's tpu_ls_runs() gives
 # (tests/python/test_runs_columns.py checks the same file). The fixture runs folder holds
 # completed, failed, NaN-stopped, killed, R-written and old-format runs (make_runs.py).
 
-test_that("R's ls_runs() has Python's columns, names, types and order on the shared runs", {
+test_that("R's tpu_ls_runs() has Python's columns, names, types and order on the shared runs", {
   folder <- fixture_path("runs")
   skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
   expected <- jsonlite::read_json(file.path(folder, "expected_columns.json"))
   old <- setwd(folder)
   on.exit(setwd(old), add = TRUE)
-  df <- expect_silent(ls_runs("runs", order = "run_dir"))  # issue 12.3: no warning on any read
+  df <- expect_silent(tpu_ls_runs("runs", order = "run_dir"))  # issue 12.3: no warning on any read
   types <- run_column_types(df)
   expect_identical(names(types), vapply(expected$columns, `[[`, "", 1L))
   expect_identical(unname(types), vapply(expected$columns, `[[`, "", 2L))
   expect_identical(basename(df$run_dir), vapply(expected$runs, `[[`, "", "run"))
   expect_identical(df$status, vapply(expected$runs, `[[`, "", "status"))
   # and the values that matter for picking the best run agree
-  best <- ls_runs("runs", order = "eval_loss", decreasing = FALSE)
+  best <- tpu_ls_runs("runs", order = "eval_loss", decreasing = FALSE)
   expect_identical(basename(best$run_dir[[1]]), "2026-11-29T10-04-00Z")
   expect_equal(df$epochs_completed[basename(df$run_dir) == "2026-11-29T10-00-00Z"], 3L)
   expect_equal(df$epochs[basename(df$run_dir) == "2026-11-29T10-00-00Z"], 3L)
@@ -41,7 +41,7 @@ test_that("property files end with a newline and source archives untar without w
 test_that("view_run() shows the console output from properties/output (where tfruns reads it)", {
   folder <- fixture_path("runs", "runs")
   skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
-  path <- view_run(file.path(folder, "2026-11-29T10-04-00Z"), viewer = function(p) NULL,
+  path <- tpu_view_run(file.path(folder, "2026-11-29T10-04-00Z"), viewer = function(p) NULL,
                    output = tempfile(fileext = ".html"))
   html <- paste(readLines(path), collapse = "\n")
   expect_match(html, "<h2>Output</h2>", fixed = TRUE)
@@ -53,7 +53,7 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
   skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
   old <- setwd(folder)
   on.exit(setwd(old), add = TRUE)
-  df <- ls_runs("runs", order = "run_dir")
+  df <- tpu_ls_runs("runs", order = "run_dir")
   expect_false("metric_epoch" %in% names(df))  # tfruns skips the x axis when it makes metric_ columns
   standard <- intersect(names(df), tfruns_rule_standard_columns)
   expect_identical(standard, intersect(tfruns_rule_standard_columns, names(df)))  # tfruns's order
@@ -82,4 +82,16 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
   expect_true("step" %in% names(tfruns_rule_charts(jsonlite::read_json(
     file.path(old_run, "tfruns.d", "metrics.json"), simplifyVector = TRUE))))
   expect_identical(tfruns_rule_progress(old_run)$shown, "1/300")
+})
+
+test_that("R reads the run columns from the Python package's schema/run_columns.json (issue 20.2)", {
+  ours <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
+  expect_true(nzchar(ours))
+  source_file <- file.path(fixtures_dir() %||% "", "..", "..", "python", "tpuestimator", "schema",
+                           "run_columns.json")
+  skip_if_not(file.exists(source_file), "the Python package's source is not here (installed tests)")
+  expect_identical(readLines(ours), readLines(source_file))
+  cols <- jsonlite::read_json(source_file, simplifyVector = TRUE)
+  expect_identical(run_front_props(), cols$front_columns)
+  expect_true(all(c(cols$integer_properties, cols$integer_columns) %in% run_integer_props()))
 })

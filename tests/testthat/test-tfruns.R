@@ -71,7 +71,7 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   expect_true(any(startsWith(copied, "models/p/")))
   expect_true(any(grepl("will copy its checkpoints", warned, fixed = TRUE)))
   expect_identical(normalizePath(run$run_dir), normalizePath(active))
-  expect_equal(nrow(ls_runs("runs")), 1L)                  # no second run folder
+  expect_equal(nrow(tpu_ls_runs("runs")), 1L)                  # no second run folder
   meta <- file.path(active, "tfruns.d")
   expect_true(file.exists(file.path(meta, "evaluation.json")))
   expect_true(file.exists(file.path(meta, "metrics.json")))
@@ -87,7 +87,7 @@ test_that("inside an active tfruns run, tpu_train() records into tfruns's run fo
   # without an active run, a second training makes its own folder again
   run2 <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), verbose = FALSE, model_dir = "models/q"))
   expect_false(identical(normalizePath(run2$run_dir), normalizePath(active)))
-  expect_equal(nrow(ls_runs("runs")), 2L)
+  expect_equal(nrow(tpu_ls_runs("runs")), 2L)
 })
 
 test_that("inside tfruns's run: checkpoints stay out of the working dir, the config is archived", {

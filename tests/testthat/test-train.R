@@ -184,7 +184,7 @@ test_that("the tfestimators-style API: tpu_estimator(), train(), evaluate(), pre
   expect_equal(nrow(p), 2L)
   path <- quietly(export_savedmodel(est, file.path(tempdir(), "est-export")))
   expect_true(file.exists(file.path(path, "saved_model.pb")))
-  expect_equal(nrow(ls_runs()), 2L)
+  expect_equal(nrow(tpu_ls_runs()), 2L)
   expect_error(train(est, steps = 1L, max_steps = 2L), "either `steps`")
   expect_output(print(est), "<tpu_estimator> digits")
 })

@@ -45,5 +45,5 @@ test_that("a rerun with another learning rate into the same model dir is refused
   run <- quietly(tpu_train(cfg, model_dir = "m", runs_dir = "runs", verbose = FALSE, train.max_steps = 20,
                            params.learning_rate = 0.01, export = FALSE, resume = TRUE))
   expect_equal(run$global_step, 20L)
-  expect_equal(as.integer(run_info(run$run_dir)$properties$resumed_from_step), 10L)
+  expect_equal(as.integer(tpu_run_info(run$run_dir)$properties$resumed_from_step), 10L)
 })

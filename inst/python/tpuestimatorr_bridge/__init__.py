@@ -23,9 +23,11 @@ __all__ = [
     "callable_hook",
     "check_config",
     "check_report_dict",
+    "compare_report",
     "evaluate_export",
     "evaluate_job",
     "exception_classes",
+    "flag_overrides",
     "export_job",
     "export_model",
     "from_json",
@@ -34,9 +36,15 @@ __all__ = [
     "predict_files",
     "predict_to_file",
     "quiet_tensorflow",
+    "resolve_export_dir",
+    "r_callback",
+    "r_values",
     "run_cluster",
+    "run_report",
+    "start_tensorboard",
     "strings_to_numpy",
     "to_json",
+    "tuning_run",
     "tpuestimator_version",
     "write_example",
     "write_tfrecords",
@@ -74,6 +82,41 @@ def to_json(value: Any) -> str:
     from tpuestimator.system.io import json_safe
 
     return json.dumps(json_safe(value), allow_nan=False, default=_json_default)
+
+
+# R's integers are 32-bit: reticulate turns a Python int beyond them into a wrong (negative)
+# R integer. Such ints go to R as doubles (exact up to 2^53).
+_R_INT_MAX = 2**31 - 1
+
+
+def r_values(value: Any) -> Any:
+    """`value` with every int outside R's integer range (numpy ints too) as a float, at any
+    depth of dicts, lists and tuples: what reticulate converts directly (exception fields,
+    callback arguments) then reads right in R. JSON (`to_json`) needs no help: jsonlite reads
+    such numbers as doubles."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) or (getattr(value, "ndim", None) == 0
+                                  and getattr(getattr(value, "dtype", None), "kind", None) in ("i", "u")):
+        number = int(value)
+        return float(number) if abs(number) > _R_INT_MAX else number
+    if isinstance(value, Mapping):
+        return {k: r_values(v) for k, v in value.items()}
+    if type(value) in (list, tuple):   # plain ones: a named tuple's fields stay as they are
+        return type(value)(r_values(v) for v in value)
+    return value
+
+
+def r_callback(fn):
+    """A Python callable calling the R function `fn` (wrapped by reticulate) with `r_values`
+    of its arguments: progress callbacks, hooks and model functions get big ints right."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return fn(*(r_values(a) for a in args), **{k: r_values(v) for k, v in kwargs.items()})
+
+    return call
 
 
 def from_json(text: str) -> Any:
@@ -252,6 +295,61 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
     return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
                        evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
                        export=bool(export), resume=bool(resume), on_line=on_line)
+
+
+def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_dir: str | None = None) -> list[str]:
+    """`tpu_train(flags = )`: the flags (JSON text of an R list) as ``key=value`` overrides of
+    the config (`tpuestimator.runs.flags`); a flag naming no field raises a ConfigError."""
+    from tpuestimator.config import load_config
+    from tpuestimator.runs.flags import flag_overrides as _flag_overrides
+
+    cfg = load_config(config, list(overrides), base_dir=base_dir)
+    return _flag_overrides(cfg, json.loads(flags_json))
+
+
+def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), sample: float | None = None,
+               runs_dir: str | None = None, on_run: Any = None, **job_kwargs: Any) -> list[str]:
+    """`tpu_tuning_run()`: `tpuestimator.jobs.tune.tuning_run`; returns the run folders trained.
+    `on_run(i, n, label)` (an R function) hears of each combination before it trains."""
+    from tpuestimator.jobs.tune import tuning_run as _tuning_run
+
+    def announce(i: int, n: int, combo: dict) -> None:
+        if on_run is not None:
+            on_run(i, n, ", ".join(f"{k}={v}" for k, v in combo.items()))
+
+    results = _tuning_run(config, json.loads(flags_json), sample=None if sample is None else float(sample),
+                          overrides=list(overrides), runs_dir=runs_dir, on_run=announce, **job_kwargs)
+    return [str(r.run_dir) for r in results if r.run_dir]
+
+
+def run_report(run_dir: str, out: str) -> str:
+    """`tpu_view_run()`: the HTML report of a run (`tpuestimator.runs.report`)."""
+    from tpuestimator.runs.report import write_run_report
+
+    return str(write_run_report(run_dir, out))
+
+
+def compare_report(run_a: str, run_b: str, out: str) -> str:
+    """`tpu_compare_runs()`: the HTML comparison of two runs (`tpuestimator.runs.report`)."""
+    from tpuestimator.runs.report import write_compare_report
+
+    return str(write_compare_report(run_a, run_b, out))
+
+
+def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, reload_interval: float = 5.0) -> Any:
+    """`tpu_tensorboard()`: a running `TensorBoardServer` (`.url`, `.pid`, `.stop()`)."""
+    from tpuestimator.runs.tensorboard import start_tensorboard as _start_tensorboard
+
+    port = port if port == "auto" else int(port)
+    return _start_tensorboard(logdir, port=port, timeout=float(timeout),
+                              extra_args=["--reload_interval", str(reload_interval)])
+
+
+def resolve_export_dir(path: str) -> str:
+    """The SavedModel a run, model or export folder means (`tpuestimator.serving.exports.resolve_export_dir`)."""
+    from tpuestimator.serving.exports import resolve_export_dir as _resolve_export_dir
+
+    return _resolve_export_dir(path)
 
 
 def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = None):

@@ -282,6 +282,7 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
         def on_line(task: Task, line: str) -> None:
             logger.info("[%s] %s", task.name, line)
     command = train_command(config, train_args)
+    records = _RestartRecords(config, train_args)
     attempt = 0
     while True:
         cluster = LocalCluster(shape, command, env=env, host=host, on_line=on_line).start()
@@ -293,10 +294,61 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
             cluster.stop()
             raise
         if result.returncode == 0 or attempt >= restarts:
+            records.continued_in(result.chief_summary().get("run_dir") if result.returncode == 0 else None)
             return dataclasses.replace(result, restarts=attempt)
         attempt += 1
         logger.warning("%s failed (exit %d); restarting the whole cluster from the latest checkpoint "
                        "(restart %d of %d)", result.failed_task, result.returncode, attempt, restarts)
+        records.restarted(f"{result.failed_task} failed (exit {result.returncode}); the whole cluster restarted "
+                          f"from the latest checkpoint (restart {attempt} of {restarts})")
+
+
+class _RestartRecords:
+    """The run records of a whole-cluster restart: the chief of each attempt records a run; a
+    killed attempt's record is closed as ``restarted`` (its `restarted` property: why, and the
+    run that continued the training), so one cluster command leaves one completed run and no
+    run that looks unfinished (docs/RUN_FORMAT.md)."""
+
+    def __init__(self, config: str, train_args: Sequence[str]):
+        args = list(train_args)
+        cfg = task_config(config, args)
+
+        def flag(name):
+            values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == name]
+            values += [a.split("=", 1)[1] for a in args if a.startswith(name + "=")]
+            return values[-1] if values else None
+
+        self.recorded = "--no-record" not in args
+        self.runs_dir = flag("--runs-dir") or cfg.run.runs_dir or "runs"
+        self.model_dir = os.path.abspath(flag("--model-dir") or cfg.model_dir)
+        self.since = time.time()
+        self.closed: dict[str, str] = {}   # run dir -> its `restarted` reason
+
+    def restarted(self, reason: str) -> None:
+        """Closes the records the attempt that just failed left unfinished."""
+        if not self.recorded:
+            return
+        from tpuestimator.runs import ls_runs
+
+        for row in ls_runs(self.runs_dir):
+            start = row.get("start")
+            if row.get("model_dir") == self.model_dir and row.get("status") != "completed" and \
+                    row["run_dir"] not in self.closed and isinstance(start, (int, float)) and start >= self.since:
+                self.closed[row["run_dir"]] = reason
+                self._write(row["run_dir"], reason)
+        self.since = time.time()
+
+    def continued_in(self, run_dir: str | None) -> None:
+        """Names the run that continued the training in each closed record."""
+        if run_dir:
+            for closed, reason in self.closed.items():
+                self._write(closed, f"{reason}; training continued in run {os.path.basename(run_dir)}")
+
+    @staticmethod
+    def _write(run_dir: str, reason: str) -> None:
+        from tpuestimator.runs import RunRecorder
+
+        RunRecorder(run_dir, start=0).set_properties(restarted=reason)
 
 
 def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, restarts: int = 0,

@@ -2,6 +2,8 @@
 
 Each combination of the grid values is trained as a separate run with a new model dir of its
 own (tfruns's ``tuning_run()``); the runs are then listed best first by the final evaluation loss.
+SIGTERM/SIGINT stop it at a checkpoint of the current combination (exit 143/130); the same
+command again continues with the combinations not finished (`tpuestimator.jobs.tune`).
 """
 from __future__ import annotations
 
@@ -43,18 +45,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from tpuestimator.commands.runs import format_table
-    from tpuestimator.config import load_config
-    from tpuestimator.jobs.tune import flag_grid, sample_grid, tuning_run
+    from tpuestimator.config import check_field, load_config
+    from tpuestimator.jobs.tune import flag_grid, read_tuning_state, sample_grid, tuning_run, tuning_state_path
     from tpuestimator.models import resolve_model_fn
     from tpuestimator.runs.query import ls_runs
 
     try:
         grid = parse_grid(args.grid)
+        for key in grid:  # a field the config does not have, before TensorFlow starts
+            check_field(key, origin="--grid")
         sample_grid(flag_grid(grid), args.sample)  # fails on a bad --sample before TensorFlow starts
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    planned = len(sample_grid(flag_grid(grid), args.sample))
     if getattr(args, "verbose", 0) < 2:  # many jobs in one process: no retracing walls
         from tpuestimator.system.console import quiet_tensorflow
 
@@ -63,17 +66,27 @@ def run(args) -> int:
     resolve_model_fn(cfg.model)  # a model function that cannot be imported fails before any trial
     runs_dir = args.runs_dir or cfg.run.runs_dir or "runs"
 
+    attempted = []
+
     def on_run(i: int, n: int, combo: dict) -> None:
+        attempted.append(i)
         print(f"tuning run {i}/{n}: " + ", ".join(f"{k}={v}" for k, v in combo.items()), flush=True)
 
+    kept = read_tuning_state(tuning_state_path(runs_dir, args.config, grid, args.sample, args.overrides))
+    if kept is not None:
+        print(f"continuing the tuning {kept['stamp']}: {len(kept['finished'])} of {len(kept['combos'])} "
+              "combination(s) finished", flush=True)
     results = tuning_run(args.config, grid, sample=args.sample, overrides=args.overrides, runs_dir=runs_dir,
-                         export=not args.no_export, on_run=on_run)
+                         export=not args.no_export, on_run=on_run, handle_signals=True)
+    # the tuning's runs: this call's, and a continued tuning's earlier ones (same `tuning_run` stamp)
     names = {str(r.run_dir) for r in results if r.run_dir}
-    rows = [r for r in ls_runs(runs_dir, order=args.sort, decreasing=False) if r["run_dir"] in names]
+    rows = ls_runs(runs_dir, order=args.sort, decreasing=False)
+    stamps = {r.get("tuning_run") for r in rows if r["run_dir"] in names} - {None}
+    rows = [r for r in rows if r["run_dir"] in names or r.get("tuning_run") in stamps]
     print(f"\n{len(results)} run(s) trained in {runs_dir}/, best first by {args.sort}:")
     print(format_table(rows))
-    if len(results) < planned:
-        print(f"error: {planned - len(results)} of {planned} tuning run(s) failed; see their runs "
+    if len(results) < len(attempted):
+        print(f"error: {len(attempted) - len(results)} of {len(attempted)} tuning run(s) failed; see their runs "
               "(status failed) for the error.", file=sys.stderr)
         return 1
     return 0

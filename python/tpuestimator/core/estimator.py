@@ -16,6 +16,7 @@ the eval/predict padding `tpuestimator.core.batching`, the export's signatures
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -241,8 +242,9 @@ class Estimator:
         if self._trainer is None:
             self._trainer = Trainer(strategy=self.strategy, state=self.state, config=self.config,
                                     workers=len(self.device_info.devices),
-                                    input_params=lambda: self.input_params(Mode.TRAIN),
-                                    forward_backward=lambda: self.make_forward_backward(self.config.train_batch_size))
+                                    forward_backward=functools.partial(
+                                        replica_steps.make_forward_backward, self.state, self.config.train_batch_size,
+                                        precision=self.config.precision, jit_compile=self.config.jit_compile))
         return self._trainer
 
     def swap_train_loop(self, loop=None):
@@ -292,7 +294,7 @@ class Estimator:
         self.stop_training = hook_list.stop_training
         if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
             return self
-        self.trainer.use_input(input_fn, input_on_host=self._input_on_host())
+        self.trainer.use_input(input_fn, params=self.input_params(Mode.TRAIN), input_on_host=self._input_on_host())
         controller = TrainController(
             trainer=self.trainer, hooks=hook_list, cadence=Cadence.from_config(self.config),
             save_checkpoint=self.save_checkpoint, sync_checkpoints=self.sync_checkpoints,
@@ -318,8 +320,7 @@ class Estimator:
         """The `tpuestimator.core.evaluator.Evaluator`: the eval/predict input and device functions."""
         if self._evaluator is None:
             self._evaluator = Evaluator(strategy=self.strategy, state=self.state, device_info=self.device_info,
-                                        input_params=self.input_params, input_on_host=self._input_on_host(),
-                                        per_replica_batch=lambda mode: self.per_replica_batch(*self.global_batch(mode)))
+                                        input_on_host=self._input_on_host())
         return self._evaluator
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),
@@ -340,7 +341,7 @@ class Estimator:
             self.restore_checkpoint(checkpoint_path)
         hook_list = HookList(hooks)
         hook_list.set_estimator(self)
-        results = self.evaluator.evaluate(input_fn, steps)
+        results = self.evaluator.evaluate(input_fn, self.input_params(Mode.EVAL), steps)
         hook_list.after_eval(results["global_step"], results)
         logger.debug("eval at step %d: %s", results["global_step"], results)
         return results
@@ -359,7 +360,7 @@ class Estimator:
 
         spec = self.build(input_fn, Mode.PREDICT).spec
         names = np.asarray(spec.class_names) if spec.class_names else None
-        for local in self.evaluator.predict_batches(input_fn):
+        for local in self.evaluator.predict_batches(input_fn, self.input_params(Mode.PREDICT)):
             if names is not None and "class_id" in local:
                 local["class"] = names[local["class_id"]]
             if yield_single_examples:
@@ -376,8 +377,9 @@ class Estimator:
                               to_model_layout=self.state.to_model_layout)
 
     def export_saved_model(self, export_dir_base: str, *, version: int | None = None,
-                           checkpoint_path: str | None = None, serving_inputs=None) -> str:
-        """Writes a versioned SavedModel for TF Serving: `<export_dir_base>/<version>/`.
+                           checkpoint_path: str | None = None, serving_inputs=None,
+                           assets_extra: Mapping[str, Any] | None = None) -> str:
+        """Writes a versioned SavedModel for TF Serving, `<export_dir_base>/<version>/`; returns its path.
 
         The version defaults to a timestamp in seconds (TF Serving serves the highest). The
         folder appears atomically: a crash mid-export leaves nothing behind. Signatures (all
@@ -386,9 +388,8 @@ class Estimator:
         entry (name -> `serving.ServingInput`: raw inputs and their preprocessing), and
         `serving_default` (the `features` one unless `serving_inputs` names it). Jobs pass
         `serving.data_serving_inputs(data_section)`: tf.Example records and raw image bytes.
-
-        Returns:
-          The export's path.
+        `assets_extra` (file name -> JSON value) is written under `assets.extra/` before the
+        folder appears, so the export is never seen without it.
         """
         if self._state is None:
             raise RuntimeError("Nothing to export: train, evaluate or predict first so the model is built "
@@ -396,4 +397,4 @@ class Estimator:
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
         return write_saved_model(self.serving_module(serving_inputs), export_dir_base, version=version,
-                                 model_dir=self.model_dir, step=self.state.step)
+                                 model_dir=self.model_dir, step=self.state.step, assets_extra=assets_extra)

@@ -1,7 +1,7 @@
 """Evaluation and prediction on the devices, as Orbit's `StandardEvaluator` beside its trainer.
 
-`Evaluator.evaluate(input_fn, steps)` runs the eval loop over the input and returns the metrics;
-`Evaluator.predict_batches(input_fn)` yields each batch's predictions with the padding removed.
+`Evaluator.evaluate(input_fn, params, steps)` runs the eval loop over the input and returns the metrics;
+`Evaluator.predict_batches(input_fn, params)` yields each batch's predictions with the padding removed.
 Every example counts exactly once: several replicas, a TPU or several workers read padded,
 masked batches of a static size (`tpuestimator.core.batching`); one replica on CPU or GPU reads
 the batches as they come (the last one shorter, no mask), without the padding stage that cost
@@ -9,13 +9,12 @@ up to 30% of an evaluation of a small model.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from tpuestimator.core import steps as replica_steps
 from tpuestimator.core.batching import MASK_KEY, batch_axis_first, pad_and_mask, worker_share
 from tpuestimator.core.loops import make_eval_loop, make_predict_step
 from tpuestimator.errors import ConfigError
-from tpuestimator.spec import Mode
 
 
 class Evaluator:
@@ -25,19 +24,17 @@ class Evaluator:
       strategy: the `tf.distribute.Strategy`.
       state: the built `TrainingState`.
       device_info: the strategy's `devices.DeviceInfo`.
-      input_params: `(mode) -> params` of an input function (`Estimator.input_params`).
-      per_replica_batch: `(mode) -> the per-replica batch size` (checked against the replicas).
       input_on_host: the input needs no distributing (one replica on the host CPU, or the
         coordinator under parameter servers).
+
+    Each call takes the input function's `params` (`Estimator.input_params(mode)`, whose
+    `batch_size` is per replica); nothing here refers back to the Estimator.
     """
 
-    def __init__(self, *, strategy, state, device_info, input_params: Callable[[Mode], dict],
-                 per_replica_batch: Callable[[Mode], int], input_on_host: bool):
+    def __init__(self, *, strategy, state, device_info, input_on_host: bool):
         self.strategy = strategy
         self.state = state
         self.device_info = device_info
-        self.input_params = input_params
-        self.per_replica_batch = per_replica_batch
         self.input_on_host = input_on_host
         self._functions: dict = {}  # (mode, relayout): device functions built once
 
@@ -52,15 +49,15 @@ class Evaluator:
         return (self.num_replicas > 1 or self.device_info.kind == "tpu"
                 or self.device_info.strategy_name == "multi_worker")
 
-    def input(self, input_fn, mode: Mode, steps: int | None):
+    def input(self, input_fn, params: dict, steps: int | None):
         """The evaluation / prediction input, distributed. Several workers (`multi_worker`):
         each pads the whole input alike and keeps its slice of every global batch
         (`batching.worker_share`); the metrics are all-reduced."""
-        per_replica = self.per_replica_batch(mode)
+        per_replica = params["batch_size"]
         batch_axes = self.client_layout_axes(input_fn)
 
         def read():  # padding and the split act on axis 0: a transposed batch comes back to it first
-            ds = input_fn(self.input_params(mode))
+            ds = input_fn(dict(params))
             return batch_axis_first(ds, batch_axes) if batch_axes else ds
 
         if self.device_info.strategy_name == "multi_worker":
@@ -108,13 +105,13 @@ class Evaluator:
                     mask_key=MASK_KEY, every_worker=self.device_info.strategy_name == "multi_worker")
         return self._functions[key]
 
-    def evaluate(self, input_fn, steps: int | None = None) -> dict:
+    def evaluate(self, input_fn, params: dict, steps: int | None = None) -> dict:
         """Runs the eval loop over the input; {metric: value, num_examples, global_step}."""
         state = self.state
         eval_loop = self.function("eval", input_fn)
         for metric in state.eval_metric_objects():
             metric.reset_state()
-        loss, count = eval_loop(self.input(input_fn, Mode.EVAL, steps))
+        loss, count = eval_loop(self.input(input_fn, params, steps))
         if self.num_replicas > 1:  # several replicas: the metrics hold the totals
             loss, count = state.eval_loss.result(), state.eval_count.result()
         results = {"loss": float(loss)}
@@ -125,8 +122,8 @@ class Evaluator:
         results["global_step"] = state.step
         return results
 
-    def predict_batches(self, input_fn) -> Iterator[dict]:
+    def predict_batches(self, input_fn, params: dict) -> Iterator[dict]:
         """Each batch's predictions as numpy arrays, padding removed, in input order."""
         step = self.function("predict", input_fn)
-        for batch in self.input(input_fn, Mode.PREDICT, None):
+        for batch in self.input(input_fn, params, None):
             yield {k: v.numpy() for k, v in step(batch).items()}

@@ -16,7 +16,7 @@ from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import model_inputs
 from tpuestimator.system.diskspace import translate_disk_full
 from tpuestimator.system.faults import fault_point
-from tpuestimator.system.io import atomic_directory
+from tpuestimator.system.io import atomic_directory, atomic_write_json
 
 logger = logging.getLogger(__name__)
 
@@ -108,12 +108,15 @@ def _receiver_function(preprocess, predictions):
     return serve_receiver
 
 
-def write_saved_model(module, export_dir_base: str, *, version: int | None, model_dir: str, step: int) -> str:
+def write_saved_model(module, export_dir_base: str, *, version: int | None, model_dir: str, step: int,
+                      assets_extra: Mapping[str, Any] | None = None) -> str:
     """Saves `module` (a `serving_module`) with its signatures as `<export_dir_base>/<version>/`.
 
     The version defaults to a timestamp in seconds (TF Serving serves the highest); a taken one
     moves to the next free number. The folder appears atomically: a crash or a full disk
     mid-export leaves nothing behind (`DiskFullError` says the checkpoints are unaffected).
+    `assets_extra` (file name -> JSON value) goes under `assets.extra/` inside that atomic
+    write: the export appears with its metadata.
     """
     import tensorflow as tf
 
@@ -124,6 +127,8 @@ def write_saved_model(module, export_dir_base: str, *, version: int | None, mode
     kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
     with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
         tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+        for name, value in (assets_extra or {}).items():
+            atomic_write_json(os.path.join(tmp, "assets.extra", name), value)
         fault_point("in_export", step)
     logger.info("exported SavedModel to %s", final)
     return final

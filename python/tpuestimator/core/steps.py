@@ -61,13 +61,34 @@ def make_train_step(state, forward_backward, *, per_step_values: bool = False):
         features, labels = split_element(element if len(element) > 1 else element[0])
         per_example, grads, reports = forward_backward(features, labels)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        metrics["loss"].update_state(per_example)
+        add_to_metric(metrics["loss"], per_example)
         for name, value in reports.items():
-            metrics[f"report/{name}"].update_state(value)
+            add_to_metric(metrics[f"report/{name}"], value)
         if per_step_values:
             return {"loss": tf.reduce_mean(per_example),
                     **{name: tf.reduce_mean(tf.cast(value, tf.float32)) for name, value in reports.items()}}
     return replica_step
+
+
+def add_to_metric(metric, *args):
+    """`metric.update_state(*args)` made of atomic additions, for metrics whose update adds to
+    every variable (`Mean`, `Sum`: the train metrics).
+
+    Keras 3's `Variable.assign_add` is `assign(self + value)`: a read, then a write. Under
+    parameter servers the metrics live on a ps and the workers update them concurrently, so a
+    worker's write could overwrite another's addition made between its read and its write
+    (test_cluster_ps.py measured a third of the training-loss metric's examples lost
+    with 2 workers). Here Keras computes the update from zeros (`stateless_update_state`), which
+    is the amount each variable grows by, and the underlying `tf.Variable` (Keras's public
+    `Variable.value`) adds it in one `assign_add` op, which the ps applies under the variable's
+    lock. Elsewhere it is the same update in one op instead of two. Remove when Keras's
+    TensorFlow backend adds with `tf.Variable.assign_add`.
+    """
+    import tensorflow as tf
+
+    variables = metric.variables
+    increments = metric.stateless_update_state([tf.zeros(v.shape, v.dtype) for v in variables], *args)
+    return [v.value.assign_add(increment) for v, increment in zip(variables, increments)]
 
 
 def make_eval_step(state, *, carry_totals: bool = False, to_model_layout=None):

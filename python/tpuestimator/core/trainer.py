@@ -65,21 +65,23 @@ class Trainer:
       state: the built `TrainingState`.
       config: the `RunConfig`.
       workers: worker count (parameter servers: each reads every n-th batch).
-      input_params: `() -> params` of the training input function (`Estimator.input_params`).
-      forward_backward: `() -> forward_backward` of one replica (`Estimator.make_forward_backward`).
+      forward_backward: `() -> forward_backward` of one replica (`steps.make_forward_backward`
+        with its arguments bound).
+
+    Nothing here refers back to the Estimator: an Estimator that is dropped frees its
+    iterators at once, not at a later garbage collection (freeing a mirrored iterator late
+    can stall, see `core.workarounds`).
 
     Attributes:
       per_step_values: {name: per-step values of the last loop run with `per_step=True`}.
       steps_by_worker: parameter servers: {worker index: training steps it ran}.
     """
 
-    def __init__(self, *, strategy, state, config, workers: int, input_params: Callable[[], dict],
-                 forward_backward: Callable[[], Callable]):
+    def __init__(self, *, strategy, state, config, workers: int, forward_backward: Callable[[], Callable]):
         self.strategy = strategy
         self.state = state
         self.config = config
         self.workers = workers
-        self.input_params = input_params
         self.forward_backward = forward_backward
         self.train_input: TrainInput | None = None
         self.per_step_values: dict = {}
@@ -91,14 +93,14 @@ class Trainer:
     def _make_train_step(self, *, per_step_values: bool = False):
         return replica_steps.make_train_step(self.state, self.forward_backward(), per_step_values=per_step_values)
 
-    def use_input(self, input_fn, *, input_on_host: bool) -> TrainInput:
-        """Builds (or reuses, for the same input_fn) the distributed training iterator and loop."""
+    def use_input(self, input_fn, *, params: dict, input_on_host: bool) -> TrainInput:
+        """Builds (or reuses, for the same input_fn) the distributed training iterator and loop;
+        `params` are the training input function's (`Estimator.input_params(Mode.TRAIN)`)."""
         import tensorflow as tf
 
         if self.train_input is not None and self.train_input.input_fn is input_fn:
             return self.train_input
         cardinalities = []
-        params = self.input_params()  # read eagerly: dataset_fn may be traced (parameter servers)
 
         def dataset_fn(ctx):
             # positioned at the current step: a resumed run reads the batches an uninterrupted one would

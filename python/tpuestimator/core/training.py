@@ -76,14 +76,18 @@ class Exporter:
 
     `serving_inputs` (name -> `serving.ServingInput`) adds signatures to each export
     (`Estimator.export_saved_model`); jobs pass the data section's (tf.Example, image bytes).
+    `assets_extra(estimator)` -> {file name: JSON value} is written into each export's
+    `assets.extra/` before it appears (jobs: its metadata, `serving.export_metadata`).
     """
 
     name = "exporter"
 
-    def __init__(self, base_dir: str, *, keep: int = 5, serving_inputs: Mapping[str, Any] | None = None):
+    def __init__(self, base_dir: str, *, keep: int = 5, serving_inputs: Mapping[str, Any] | None = None,
+                 assets_extra: Callable[[Any], Mapping[str, Any]] | None = None):
         self.base_dir = base_dir
         self.keep = keep
         self.serving_inputs = serving_inputs
+        self.assets_extra = assets_extra
 
     @property
     def dir(self) -> str:
@@ -93,7 +97,8 @@ class Exporter:
         target = os.path.join(self.dir, str(step))
         if os.path.exists(target):  # a rerun at the same step: the export is already there
             return target
-        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs)
+        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs,
+                                            assets_extra=self.assets_extra(estimator) if self.assets_extra else None)
         self._garbage_collect()
         return path
 
@@ -134,8 +139,9 @@ class BestExporter(Exporter):
     name = "best"
 
     def __init__(self, base_dir: str, *, metric: str = "loss", mode: str | None = None, keep: int = 5,
-                 serving_inputs: Mapping[str, Any] | None = None):
-        super().__init__(base_dir, keep=keep, serving_inputs=serving_inputs)
+                 serving_inputs: Mapping[str, Any] | None = None,
+                 assets_extra: Callable[[Any], Mapping[str, Any]] | None = None):
+        super().__init__(base_dir, keep=keep, serving_inputs=serving_inputs, assets_extra=assets_extra)
         self.metric = metric
         self.mode = mode or ("min" if "loss" in metric or "error" in metric else "max")
 
@@ -161,16 +167,17 @@ class BestExporter(Exporter):
 
 
 def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_metric: str = "loss",
-                   best_mode: str | None = None, serving_inputs: Mapping[str, Any] | None = None) -> list[Exporter]:
+                   best_mode: str | None = None, serving_inputs: Mapping[str, Any] | None = None,
+                   assets_extra: Callable[[Any], Mapping[str, Any]] | None = None) -> list[Exporter]:
     out: list[Exporter] = []
+    common = dict(keep=keep, serving_inputs=serving_inputs, assets_extra=assets_extra)
     for name in names:
         if name == "final":
-            out.append(FinalExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
+            out.append(FinalExporter(base_dir, **common))
         elif name == "latest":
-            out.append(LatestExporter(base_dir, keep=keep, serving_inputs=serving_inputs))
+            out.append(LatestExporter(base_dir, **common))
         elif name == "best":
-            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, keep=keep,
-                                    serving_inputs=serving_inputs))
+            out.append(BestExporter(base_dir, metric=best_metric, mode=best_mode, **common))
         else:
             raise ValueError(f"Unknown exporter {name!r}: expected 'final', 'latest' or 'best'.")
     return out

@@ -84,7 +84,7 @@ def evaluate_export(export_dir: str, *, data_pattern: str | list[str] | None = N
         if isinstance(predictor.meta.get("global_step"), int):
             props["global_step"] = predictor.meta["global_step"]
         recorder = RunRecorder.create(runs_dir or "runs", config=config, flags=flags, script=None,
-                                      planned_evals=None, properties=props)
+                                      planned_rows=None, properties=props)
     regression = (predictor.meta.get("table") or {}).get("task") == "regression"
     try:
         if regression:

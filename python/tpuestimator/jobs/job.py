@@ -40,8 +40,15 @@ from tpuestimator.jobs.modeldir import CONFIG_FILE, check_model_dir, default_mod
 from tpuestimator.jobs.preflight import check_job
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
-from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_evals
-from tpuestimator.serving.exports import data_serving_inputs, predict, write_export_metadata
+from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_rows
+from tpuestimator.serving.exports import (
+    EXPORT_META,
+    data_serving_inputs,
+    export_metadata,
+    is_export_dir,
+    predict,
+    write_export_metadata,
+)
 from tpuestimator.system.diskspace import disk_full_error, is_disk_full, translate_disk_full
 from tpuestimator.system.io import atomic_write_text
 
@@ -171,15 +178,18 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
     recorder = None
     if record:
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
-                      planned_evals=planned_evals(cfg), properties={"model_dir": os.path.abspath(model_dir),
+                      planned_rows=planned_rows(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
         runs_dir = run_dir or runs_dir or cfg.run.runs_dir or "runs"
         with translate_disk_full(runs_dir, "run record", kept="Nothing was trained."):
             recorder = RunRecorder.attach(run_dir, **common) if run_dir else RunRecorder.create(runs_dir, **common)
     log_path = recorder.run_dir / "output.log" if recorder else None
     with capture_log(log_path):
-        # what a killed run left half-written (logged; only our own temp names)
-        remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
+        # what a killed run left half-written (logged; only our own temp names). Only by the chief,
+        # the model dir's owner: another worker would also delete the chief's temp files of
+        # writes under way (config.yaml's: the chief then died renaming it, issue 19).
+        if role.is_chief:
+            remove_stale_temporaries(model_dir, [cfg.export.dir or os.path.join(model_dir, "export")])
         try:
             try:
                 result = _train(cfg, estimator, recorder, hooks, progress, export,
@@ -262,7 +272,7 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval: bool) -> list:
+def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks) -> list:
     """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
     message other hooks see), logging, the run record, debug hooks, progress, the user's."""
     model_dir = estimator.model_dir
@@ -270,9 +280,9 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks, *, has_eval
     if recorder is not None:
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
         job_hooks.append(HParamsHook(str(recorder.logs_dir), job_flags(cfg), trial_id=recorder.name))
-        # metric rows (the loop's training metrics beside each evaluation, written before the
+        # metric rows (a row per loop, evaluations joining their loop's row, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
-        job_hooks.append(RecorderHook(recorder, has_eval=has_eval))
+        job_hooks.append(RecorderHook(recorder))
     job_hooks.extend(hooks_from_config(cfg.section("debug"), logdir=str(recorder.logs_dir) if recorder else None,
                                        model_dir=model_dir))
     if progress is not None:
@@ -286,12 +296,17 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
     eval_fn = input_fn_for(cfg, "eval") if cfg.has_eval_data else None
-    job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks, has_eval=eval_fn is not None)
+    job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks)
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
     serving_inputs = data_serving_inputs(section)
+
+    def metadata(est):  # in every export as it appears, the best one mid-training included
+        return {EXPORT_META: export_metadata(cfg, est)}
+
     exporters = make_exporters(exp.exporters, export_base, keep=exp.keep, best_metric=exp.best_metric,
-                               best_mode=exp.best_mode, serving_inputs=serving_inputs) if export and exp.enabled else []
+                               best_mode=exp.best_mode, serving_inputs=serving_inputs,
+                               assets_extra=metadata) if export and exp.enabled else []
     es = cfg.eval.early_stopping
     eval_spec = EvalSpec(input_fn=eval_fn, steps=cfg.eval.steps, every_n_steps=cfg.eval.every_n_steps,
                          exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
@@ -313,9 +328,11 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     exports = dict(outcome.exports)
     if export and exp.enabled and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step, serving_inputs=serving_inputs)
+                                                        version=outcome.global_step, serving_inputs=serving_inputs,
+                                                        assets_extra=metadata(estimator))
     for path in exports.values():
-        write_export_metadata(path, cfg, estimator)
+        if not is_export_dir(path):  # an export of an older version of this job, found at a rerun
+            write_export_metadata(path, cfg, estimator)
         write_warmup(path, cfg, exp.warmup)
     if estimator.device_info.strategy_name == "multi_worker":
         sync_workers(estimator.strategy)  # no worker exits while another still writes

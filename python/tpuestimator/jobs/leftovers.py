@@ -6,8 +6,9 @@ folders beside their target (exports: ``export/best/.500.k2j4x9ab.tmp/``), and T
 a checkpoint's shards into ``<prefix>_temp/`` (``ckpt-300_temp/``) before renaming them.
 `remove_stale_temporaries` deletes exactly those names in the model dir and the export folders
 (never anything else: a user's files there stay), and returns what it removed so the job can
-log it. It runs when a job starts, before anything of the job is written: a leftover's owner is
-gone by then, as the model-dir lock (one training per model dir) guarantees.
+log it. It runs when a job starts, in the process that holds the model-dir lock (one training
+per model dir): a leftover's owner is gone by then. In a cluster that is the chief alone; the
+other workers never clear the shared model dir, where the chief's own writes are under way.
 """
 from __future__ import annotations
 

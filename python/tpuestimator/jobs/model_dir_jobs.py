@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig, load_config
+from tpuestimator.core.cluster_task import read_tf_config
 from tpuestimator.data.spec import pattern_for
 from tpuestimator.errors import ConfigError
 from tpuestimator.jobs.from_config import build_estimator, input_fn_for
@@ -39,9 +40,27 @@ def resolve_model_dir(path: str) -> str:
     return path
 
 
+# Strategies that need a cluster (TF_CONFIG): a training's, not a follow-up job's on one machine.
+CLUSTER_STRATEGIES = ("multi_worker", "parameter_server")
+
+
 def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
-    """The config a job wrote into its model dir (``config.yaml``), with `overrides`."""
-    return load_config(os.path.join(model_dir, "config.yaml"), overrides)
+    """The config a job wrote into its model dir (``config.yaml``), with `overrides`.
+
+    A follow-up job (evaluate, export) of a model dir trained by a cluster runs on this
+    machine: without TF_CONFIG, a recorded `run.strategy` of multi_worker or parameter_server
+    becomes `auto` (logged), unless `overrides` set `run.strategy` themselves.
+    """
+    overrides = [str(o) for o in overrides]
+    path = os.path.join(model_dir, "config.yaml")
+    cfg = load_config(path, overrides)
+    chosen = any(o.split("=", 1)[0].strip() == "run.strategy" for o in overrides)
+    if cfg.run.strategy in CLUSTER_STRATEGIES and not chosen and read_tf_config() is None:
+        logger.info("%s was trained on a cluster (run.strategy=%s); without TF_CONFIG this job runs on this "
+                    "machine's devices (run.strategy=auto; --set run.strategy=... chooses another)",
+                    model_dir, cfg.run.strategy)
+        cfg = load_config(path, [*overrides, "run.strategy=auto"])
+    return cfg
 
 
 def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern: str | None = None) -> dict:

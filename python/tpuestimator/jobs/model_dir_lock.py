@@ -56,13 +56,15 @@ class ModelDirLockedError(TPUEstimatorError, RuntimeError):
     Attributes:
       model_dir: the model dir.
       lock_path: the lock file.
-      owner: what the lock file says about its owner (pid, host, started, command), or {}.
+      owner: what the lock file says about its owner (pid, host, started, command, mode), or {}.
+      pid: the owner's process id (None when the lock file does not say: shared holders).
     """
 
     def __init__(self, message: str, *, model_dir: str, lock_path: str, owner: Mapping[str, Any]):
         self.model_dir = model_dir
         self.lock_path = lock_path
         self.owner = dict(owner)
+        self.pid = self.owner.get("pid")
         super().__init__(message)
 
 
@@ -211,12 +213,16 @@ class ModelDirLock:
             while not owner and time.monotonic() < deadline:  # the holder may be writing its details
                 time.sleep(0.05)
                 owner = self.owner()
-        what = "evaluate or export" if self.shared else "train"
-        fix = ("wait for it to end, or evaluate/export one of its exports instead" if self.shared else
-               "wait for it to end, train into another folder (--model-dir DIR, R: model_dir =, or run.model_dir), "
+        if self.shared:  # only a training holds it exclusively
+            return ModelDirLockedError(
+                f"model dir {self.model_dir} is being trained by {_describe(owner)}; an evaluate or export must not "
+                "read it meanwhile (the training's keep_checkpoint_max deletes the checkpoints it would read). "
+                "Choose one: wait for that training to end, or evaluate/export one of its exports instead.",
+                model_dir=self.model_dir, lock_path=self.path, owner=owner)
+        fix = ("wait for it to end, train into another folder (--model-dir DIR, R: model_dir =, or run.model_dir), "
                f"or, if that job is gone, remove {self.path}")
         return ModelDirLockedError(
-            f"model dir {self.model_dir} is in use by {_describe(owner)}; two jobs must not {what} in one model dir "
+            f"model dir {self.model_dir} is in use by {_describe(owner)}; two jobs must not train in one model dir "
             f"at once (they would overwrite each other's checkpoints and exports). Choose one: {fix}.",
             model_dir=self.model_dir, lock_path=self.path, owner=owner)
 

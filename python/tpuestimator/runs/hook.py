@@ -1,11 +1,11 @@
 """`RecorderHook`: feeds a `RunRecorder` from the training loop (TensorFlow-free).
 
-- After every training loop: remembers the loop's training metrics (``loss`` and the model's
-  ``report`` scalars, e.g. ``accuracy``) and moves the run's ``end`` forward (`heartbeat`).
-- After every evaluation, BEFORE the exporters run: one metrics.json row with the last loop's
-  training metrics beside the evaluation's (``loss``/``val_loss``, ``accuracy``/``val_accuracy``),
-  so a run killed during an export still has the row (docs/RUN_FORMAT.md, rule 13).
-- Without evaluation data: one row per training loop.
+- After every training loop: a metrics.json row with the loop's training metrics (``loss`` and
+  the model's ``report`` scalars, e.g. ``accuracy``); the recorder moves ``end`` forward and
+  keeps the rows bounded (runs/metric_rows.py).
+- After every evaluation, BEFORE the exporters run: the evaluation's values (``val_loss``,
+  ``val_accuracy``) join the row of the loop it followed, written at once, so a run killed
+  during an export still has them (docs/RUN_FORMAT.md, rule 13).
 """
 from __future__ import annotations
 
@@ -23,21 +23,18 @@ class RecorderHook(Hook):
 
     Args:
       recorder: the `RunRecorder`.
-      has_eval: whether the job evaluates (rows per evaluation) or not (rows per loop).
     """
 
-    def __init__(self, recorder, *, has_eval: bool):
+    def __init__(self, recorder):
         self.recorder = recorder
-        self.has_eval = has_eval
         self.train_metrics: dict[str, Any] = {}
 
     def after_loop(self, step: int, logs: Mapping[str, Any]) -> None:
         self.train_metrics = {k: v for k, v in dict(logs).items() if k not in _NOT_METRICS}
-        if self.has_eval:
-            self.recorder.heartbeat(step)
-        else:
-            self.recorder.log_metrics(step, self.train_metrics)
+        self.recorder.log_metrics(step, self.train_metrics)
 
     def after_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
         shown = {k: v for k, v in dict(metrics).items() if k not in _NOT_METRICS}
+        # the last loop's training metrics too: an evaluation with no loop before it in this
+        # run (a resumed, already finished run) still gets a row with a training value
         self.recorder.log_metrics(step, self.train_metrics, eval_metrics=shown)

@@ -3,7 +3,7 @@
 - `job_flags(cfg)`: the run's flags (``tfruns.d/flags.json``, the HParams plugin's hparams):
   the model, its params, the batch sizes and step counts, the precision, and every other
   field the job overrode (`--set`);
-- `planned_evals(cfg)`: how many metric rows the job will write (tfruns's ``steps``);
+- `planned_rows(cfg)`: how many metric rows the job will write (tfruns's ``epochs``);
 - `model_summary(model)`: the Keras model summary (tfruns's ``model`` property);
 - `add_nonfinite_report(recorder, exc)`: a failed job's NaN/Inf report copied into its record.
 
@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 
 from tpuestimator.config import JobConfig
+from tpuestimator.runs.metric_rows import planned_row_count
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +45,23 @@ def job_flags(cfg: JobConfig) -> dict:
     return flags
 
 
-def planned_evals(cfg: JobConfig) -> int | None:
-    """The number of metric rows the job will write: one per evaluation, or one per training
-    loop without evaluation data; None without `train.max_steps`."""
+def planned_rows(cfg: JobConfig) -> int | None:
+    """The number of metric rows a job from step 0 will write: one per training loop, thinned
+    for long runs as `MetricRows` thins them, every evaluation's row kept; None without
+    `train.max_steps`. Loops end at `train.iterations_per_loop` steps and at every evaluation
+    (`eval.every_n_steps`, and the end), as `TrainController` runs them."""
     max_steps = cfg.train.max_steps
-    every = cfg.eval.every_n_steps
     if not max_steps:
         return None
-    if not cfg.has_eval_data:
-        return max(1, -(-max_steps // cfg.train.iterations_per_loop))
-    return -(-max_steps // every) if every else 1
+    per_loop = cfg.train.iterations_per_loop
+    every = cfg.eval.every_n_steps if cfg.has_eval_data else None
+    ends = list(range(every, max_steps, every)) + [max_steps] if every else [max_steps]
+    loops, eval_loops, start = 0, [], 0
+    for end in ends:  # one segment per evaluation
+        loops += -(-(end - start) // per_loop)
+        eval_loops.append(loops)
+        start = end
+    return planned_row_count(loops, eval_loops if cfg.has_eval_data else ())
 
 
 def model_summary(model) -> str:

@@ -1,7 +1,7 @@
 """Reading runs back: `ls_runs()`, `latest_run()`, `run_info()`, `resolve_run()`, `clean_runs()`.
 
 The columns follow tfruns's ``ls_runs()`` and are the SAME, with the same names, types and
-order, as R's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
+order, as R's ``tpu_ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
 tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on
 tests/fixtures/runs/): ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last
 non-null value of every metrics.json array but ``epoch``, the x axis, which tfruns skips),
@@ -26,6 +26,7 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +39,17 @@ from tpuestimator.system.processes import process_alive
 
 logger = logging.getLogger(__name__)
 
-INT_PROPERTIES = ("samples", "validation_samples", "steps", "epochs", "batch_size")
-FLOAT_PROPERTIES = ("learning_rate", "start", "end")
-BOOL_PROPERTIES = ("completed",)
-# Typed by both readers beyond tfruns's own (R/runs.R: run_integer_props).
-INT_COLUMNS = INT_PROPERTIES + ("epochs_completed", "steps_completed", "global_step", "max_steps",
-                                "resumed_from_step", "num_replicas")
-# After run_dir, eval_*, metric_*, flag_*: these, in this order (tfruns's order), then status,
-# then the other properties by name. R/runs.R: run_front_cols.
-# tfruns R/ls_runs.R return_runs(): samples, validation_samples, batch_size, then for each unit of
-# valid_steps_units (steps, epochs) the unit and <unit>_completed, metrics, model, ..., context, type.
-FRONT_COLUMNS = ("samples", "validation_samples", "batch_size", "steps", "steps_completed", "epochs",
-                 "epochs_completed", "metrics", "model", "loss_function", "optimizer", "learning_rate",
-                 "script", "source", "start", "end", "completed", "output", "error_message",
-                 "error_traceback", "source_code", "context", "type")
+# The column types and order, shared with R's tpu_ls_runs() (schema/run_columns.json, which
+# R/runs.R reads too, and both test suites check against tests/fixtures/runs).
+_COLUMNS = json.loads(resources.files("tpuestimator.schema").joinpath("run_columns.json").read_text())
+INT_PROPERTIES = tuple(_COLUMNS["integer_properties"])
+# start and end are epoch seconds here (R makes them POSIXct).
+FLOAT_PROPERTIES = tuple(_COLUMNS["double_properties"] + _COLUMNS["time_properties"])
+BOOL_PROPERTIES = tuple(_COLUMNS["logical_properties"])
+INT_COLUMNS = INT_PROPERTIES + tuple(_COLUMNS["integer_columns"])
+FRONT_COLUMNS = tuple(_COLUMNS["front_columns"])
 # tfruns R/ls_runs.R: valid_steps_units; get_steps_unit() takes the first one that is a property.
-STEPS_UNITS = ("steps", "epochs")
+STEPS_UNITS = tuple(_COLUMNS["steps_units"])
 
 LATEST = "latest"
 
@@ -124,12 +120,16 @@ def _owner_alive(run_dir: Path, start: float | None) -> bool:
 
 
 def run_status(run_dir: str | os.PathLike, properties: Mapping[str, Any] | None = None) -> str:
-    """``completed``, ``failed`` (error.json), ``interrupted`` (an ``interrupted`` property: stopped by a
-    signal) or, else, ``running`` (its process is alive) or ``interrupted`` (it is not)."""
+    """``completed``, ``restarted`` (a ``restarted`` property: a whole-cluster restart continued its
+    training in another run), ``failed`` (error.json), ``interrupted`` (an ``interrupted``
+    property: stopped by a signal) or, else, ``running`` (its process is alive) or
+    ``interrupted`` (it is not)."""
     run_dir = Path(run_dir)
     props = read_properties(run_dir) if properties is None else properties
     if props.get("completed") is True:
         return "completed"
+    if props.get("restarted") not in (None, ""):
+        return "restarted"
     if (run_dir / naming.RECORD_DIR / "error.json").is_file():
         return "failed"
     if props.get("interrupted") not in (None, ""):  # stopped by a signal (RunRecorder.interrupt)

@@ -5,8 +5,9 @@ Layout (docs/RUN_FORMAT.md, which lists every rule and the test that checks it):
     runs/2026-11-29T10-23-38Z/
       tfruns.d/properties/<name>   start, end, completed, type, context, script, steps, ...
       tfruns.d/flags.json          flat scalars (nested params flattened to dotted keys)
-      tfruns.d/metrics.json        {"epoch": [global steps], "loss": [...], "accuracy": [...],
-                                   "val_loss": [...], "val_accuracy": [...]} null-padded
+      tfruns.d/metrics.json        {"epoch": [global steps], "val_loss": [...], "loss": [...], ...}
+                                   a row per training loop, val_ values at evaluations
+                                   (runs/metric_rows.py), null-padded to the planned rows
       tfruns.d/evaluation.json     the final evaluation (finite values only)
       tfruns.d/error.json          only for a failed run
       tfruns.d/source.tar.gz       source/<script> (the config file)
@@ -50,9 +51,9 @@ from typing import Any
 import yaml
 
 import tpuestimator.runs.naming as naming
+from tpuestimator.runs.metric_rows import MetricRows
 from tpuestimator.runs.values import (
     EVAL_PREFIX,
-    X_KEY,
     clean_evaluation,
     flatten_flags,
     metric_value,
@@ -205,18 +206,17 @@ class RunRecorder:
       start: the start time, epoch seconds.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, *, start: float, planned_evals: int | None = None):
+    def __init__(self, run_dir: str | os.PathLike, *, start: float, planned_rows: int | None = None):
         self.run_dir = Path(run_dir)
         self.record_dir = self.run_dir / naming.RECORD_DIR
         self.properties_dir = self.record_dir / "properties"
         self.logs_dir = self.run_dir / "logs"
         self.plots_dir = self.run_dir / "plots"
         self.start = float(start)
-        self.planned_evals = int(planned_evals) if planned_evals else None
+        self.planned_rows = int(planned_rows) if planned_rows else None
         self._max_steps: int | None = None  # train.max_steps: where the padding rows' x ends
-        self._steps: list[float | None] = []
-        self._rows: list[dict[str, float | None]] = []
-        self._names: list[str] = []
+        self._rows = MetricRows()
+        self._last_metrics_write = 0.0
         self._state = "running"
         # Recording into tfruns's active run (attach()): tfruns owns `completed` (TRUE once the
         # whole R script has run) and `output` (its sink() writes the R console there).
@@ -229,7 +229,7 @@ class RunRecorder:
     @classmethod
     def create(cls, runs_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
                flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
-               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
+               planned_rows: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
         """Creates a new run folder named by its UTC start time and writes its first records.
 
         Args:
@@ -241,15 +241,15 @@ class RunRecorder:
           script: the config file that was run. When it is an existing file it is archived as
             ``source/<basename>``; otherwise `config` is written under that name (a dict
             config from R gets ``config.yaml``).
-          planned_evals: how many evaluations the run will log; metric arrays are padded with
-            null to this length (None: arrays grow as evaluations come).
+          planned_rows: how many metric rows the run will log (`metric_rows.planned_row_count`);
+            metric arrays are padded with null to this length (None: arrays grow as rows come).
           properties: extra properties, written last (they win over derived ones).
 
         Returns:
           The recorder; ``start``, ``end`` and ``completed=FALSE`` are already on disk.
         """
         run_dir, start = naming.create_run_dir(runs_dir)
-        rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec = cls(run_dir, start=start, planned_rows=planned_rows)
         try:
             # tfruns.d/ appears at once with the properties that make a valid run (a crash at any
             # later point leaves a listable run): built in a hidden folder, then renamed.
@@ -270,7 +270,7 @@ class RunRecorder:
     @classmethod
     def attach(cls, run_dir: str | os.PathLike, *, config: Mapping[str, Any] | None,
                flags: Mapping[str, Any] | None, script: str | os.PathLike | None,
-               planned_evals: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
+               planned_rows: int | None, properties: Mapping[str, Any] | None = None) -> RunRecorder:
         """Records into an existing run folder (tfruns's active run, ``tfruns::run_dir()`` from R).
 
         Same arguments as `create()`. What tfruns already wrote there wins: existing
@@ -290,7 +290,7 @@ class RunRecorder:
         if start is None:
             existing.discard("start")
             start = time.time()
-        rec = cls(run_dir, start=start, planned_evals=planned_evals)
+        rec = cls(run_dir, start=start, planned_rows=planned_rows)
         rec._attached = True
         rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing,
                         attached=True)
@@ -309,8 +309,8 @@ class RunRecorder:
         base.update(config_properties(config))
         if _is_int(base.get("max_steps")):
             self._max_steps = int(base["max_steps"])
-        if self.planned_evals:  # tfruns counts metric rows against this (rule 12)
-            base["epochs"] = self.planned_evals
+        if self.planned_rows:  # tfruns counts metric rows against this (rule 12)
+            base["epochs"] = self.planned_rows
         tf_version = _tensorflow_version()
         if tf_version:
             base["tensorflow_version"] = tf_version
@@ -338,7 +338,7 @@ class RunRecorder:
         self._write_source(script, script_name, config, keep_existing=attached and "script" in existing)
         for sub in ("train", "eval"):
             (self.logs_dir / sub).mkdir(parents=True, exist_ok=True)
-        if self.planned_evals:
+        if self.planned_rows:
             self._write_metrics()
         logger.info("Recording run in %s", self.run_dir)
 
@@ -434,16 +434,19 @@ class RunRecorder:
     # ------------------------------------------------------------------ metrics
     def log_metrics(self, step: int | float | None, metrics: Mapping[str, Any] | None = None, *,
                     eval_metrics: Mapping[str, Any] | None = None) -> None:
-        """Appends one row (one evaluation) to metrics.json and moves ``end`` forward.
+        """Records one training loop's metrics, or an evaluation's, in metrics.json.
 
         Args:
           step: the global step of this row (the ``epoch`` array: the charts' x axis, which
             tfruns does not chart as a metric).
           metrics: training metrics, recorded under their own names (``loss``).
           eval_metrics: evaluation metrics, recorded as ``val_<name>`` so tfruns charts them
-            beside the training ones (names already starting with ``val_`` are kept).
+            beside the training ones (names already starting with ``val_`` are kept). With
+            them, the row at the same step (the loop the evaluation followed) gets the values;
+            without, a new row starts (`metric_rows.MetricRows` keeps the file's size bounded).
 
-        NaN and Inf become null. The whole file is rewritten atomically at every call.
+        NaN and Inf become null. The file is rewritten atomically at once after an evaluation,
+        and at most every `HEARTBEAT_S` seconds after a training loop (at the end in any case).
         """
         row: dict[str, float | None] = {}
         for key, value in (metrics or {}).items():
@@ -455,36 +458,18 @@ class RunRecorder:
                 continue
             row[key if key.startswith(EVAL_PREFIX) else EVAL_PREFIX + key] = metric_value(value)
         with self._lock:
-            for key in row:
-                if key not in self._names:
-                    self._names.append(key)
-            self._steps.append(metric_value(step) if step is not None else None)
-            self._rows.append(row)
-            self._write_metrics()
-            if step is not None and metric_value(step) is not None:
-                self._write_property("global_step", property_text(int(step)))
-            self._touch_end()
+            self._rows.add(metric_value(step) if step is not None else None, row, new_loop=not eval_metrics)
+            if eval_metrics or time.monotonic() - self._last_metrics_write >= HEARTBEAT_S:
+                self._write_metrics()
+                self._last_metrics_write = time.monotonic()
+                if step is not None and metric_value(step) is not None:
+                    self._write_property("global_step", property_text(int(step)))
+                self._touch_end()
 
     def _metric_arrays(self) -> dict[str, list[float | None]]:
-        length = max(self.planned_evals or 0, len(self._rows))
-        pad = [None] * (length - len(self._rows))
-        arrays: dict[str, list[float | None]] = {X_KEY: [_int_if_whole(s) for s in self._steps] +
-                                                 self._planned_x(len(pad))}
-        train = [n for n in self._names if not n.startswith(EVAL_PREFIX)]
-        val = [n for n in self._names if n.startswith(EVAL_PREFIX)]
-        # tfruns draws val_<m> only beside a <m> array (rule 7): an evaluation-only metric gets
-        # an all-null training array so its curve is still charted.
-        train += [n[len(EVAL_PREFIX):] for n in val if n[len(EVAL_PREFIX):] not in train]
-        # tfruns counts the completed rows on the LAST array but 'epoch' only (R/ls_runs.R,
-        # run_record(); rule 12): the evaluation array with the most values goes last, so an
-        # evaluation metric that is null in some rows (inf accuracy) does not hide their rows.
-        if val:
-            counts = {n: sum(row.get(n) is not None for row in self._rows) for n in val}
-            best = max(reversed(val), key=lambda n: counts[n])
-            val = [n for n in val if n != best] + [best]
-        for name in train + val:
-            arrays[name] = [row.get(name) for row in self._rows] + pad
-        return arrays
+        count = len(self._rows)
+        pad = max(self.planned_rows or 0, count) - count if self._state == "running" else 0
+        return self._rows.arrays(pad=pad, pad_x=self._planned_x(pad))
 
     def _planned_x(self, count: int) -> list[int | None]:
         """The x values of the `count` rows not recorded yet: evenly spaced global steps from the
@@ -498,7 +483,7 @@ class RunRecorder:
         planned epochs. The metric values of those rows stay null."""
         if count <= 0:
             return []
-        last = next((s for s in reversed(self._steps) if s is not None), 0) or 0
+        last = next((s for s in reversed(self._rows.steps) if s is not None), 0) or 0
         if not self._max_steps or self._max_steps <= last:
             return [None] * count
         span = self._max_steps - last
@@ -593,7 +578,7 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ ending
     def _finish_plots(self) -> None:
-        if not self._rows:
+        if not len(self._rows):
             return
         try:
             self.write_plots()
@@ -609,6 +594,12 @@ class RunRecorder:
             if self._state != "running":
                 logger.warning("Run %s already ended (%s); complete() ignored.", self.name, self._state)
                 return
+            self._state = "completed"  # no padding rows from here on
+            if len(self._rows):
+                self._write_metrics()
+                # a finished run reads complete (rule 12): its rows are all it will have, also
+                # when it resumed from a checkpoint or stopped early
+                self._write_property("epochs", property_text(len(self._rows)))
             if plots:
                 self._finish_plots()
             self._write_output()
@@ -630,6 +621,8 @@ class RunRecorder:
                 logger.warning("Run %s already ended (%s); fail() ignored.", self.name, self._state)
                 return
             atomic_write_json(self.record_dir / "error.json", {"message": message, "traceback": frames})
+            if len(self._rows):  # the rows since the last throttled write
+                self._write_metrics()
             if plots:
                 self._finish_plots()
             self._write_output()
@@ -653,6 +646,8 @@ class RunRecorder:
             self._write_property("interrupted", reason)
             if step is not None:
                 self._write_property("global_step", property_text(int(step)))
+            if len(self._rows):  # the rows since the last throttled write
+                self._write_metrics()
             if plots:
                 self._finish_plots()
             self._write_output()
@@ -683,9 +678,3 @@ def _script_name(script: str | os.PathLike | None) -> str:
     """The ``script`` property: the config file's name (``config.yaml`` for a dict config)."""
     name = Path(str(script)).name if script else ""
     return name if name and name not in (".", "..") else "config.yaml"
-
-
-def _int_if_whole(value: float | None) -> float | int | None:
-    if value is not None and float(value).is_integer():
-        return int(value)
-    return value

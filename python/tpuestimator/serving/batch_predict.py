@@ -37,6 +37,10 @@ from tpuestimator.serving.exports import (
 )
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+# A TFRecord record on disk: 8-byte length + 4-byte CRC (the header), the data, a 4-byte CRC.
+# TensorFlow reads fewer bytes than a header at a file's end as the end of the file, silently.
+RECORD_HEADER_BYTES = 12
+RECORD_OVERHEAD_BYTES = 16
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -186,11 +190,13 @@ def _record_batches(predictor: ExportPredictor, paths: list[str], batch_size: in
 
     from tpuestimator import data
 
+    sizes = {path: _record_file_size(path) for path in paths}   # before any prediction
     section = predictor.resolved_data_section(paths, mode="predict") if predictor.data_section else {}
     buffer = int(section.get("read_buffer_mb") or 8) * 1024 * 1024
 
     def read(path):
-        return tf.data.TFRecordDataset(path, buffer_size=buffer).enumerate().map(lambda i, r: (path, i, r))
+        return tf.data.TFRecordDataset(path, buffer_size=buffer).enumerate().map(
+            lambda i, r: (path, i, r, tf.strings.length(r)))
 
     ds = tf.data.Dataset.from_tensor_slices(paths).flat_map(read).batch(batch_size)
     if predictor.takes_examples:
@@ -199,15 +205,49 @@ def _record_batches(predictor: ExportPredictor, paths: list[str], batch_size: in
         from tpuestimator.data.decode import make_batch_decoder
 
         decoder = make_batch_decoder(section, "predict")
-        ds = ds.map(lambda f, i, s: (f, i, decoder(s)[0]), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(lambda f, i, s, n: (f, i, decoder(s)[0], n), num_parallel_calls=tf.data.AUTOTUNE)
         run = predictor.run_features
     ds = ds.prefetch(2)
     names = {p.encode(): p for p in paths}
+    read_bytes = dict.fromkeys(paths, 0)
+    records = dict.fromkeys(paths, 0)
     with data.translate_errors(section, "predict") if section else contextlib.nullcontext():
-        for sources, index, batch in ds:
+        for sources, index, batch, lengths in ds:
             outputs = run(batch)
-            yield PredictionBatch(source=np.array([names[s] for s in sources.numpy()], dtype=object),
-                                  index=index.numpy().astype(np.int64), outputs=outputs)
+            source = np.array([names[s] for s in sources.numpy()], dtype=object)
+            for path, length in zip(source, lengths.numpy()):
+                read_bytes[path] += int(length) + RECORD_OVERHEAD_BYTES
+                records[path] += 1
+            yield PredictionBatch(source=source, index=index.numpy().astype(np.int64), outputs=outputs)
+    for path in paths:
+        _check_fully_read(path, sizes[path], read_bytes[path], records[path])
+
+
+def _record_file_size(path: str) -> int:
+    """The file's size; a file too short for one record is refused here, before any prediction."""
+    import tensorflow as tf
+
+    size = int(tf.io.gfile.stat(path).length)
+    if 0 < size < RECORD_HEADER_BYTES:
+        raise DataError(f"{path} is not a TFRecord file: its {size} bytes are fewer than one record's "
+                        f"{RECORD_HEADER_BYTES}-byte header. Pass TFRecord files (`tpuestimator data write`, "
+                        "tf.io.TFRecordWriter) or JPEG/PNG images (.jpg, .jpeg, .png).", path=path, record=0)
+    return size
+
+
+def _check_fully_read(path: str, size: int, read_bytes: int, records: int) -> None:
+    """TensorFlow stops without an error at a partial header after the last record: the bytes
+    left over make the file truncated, or not TFRecord at all."""
+    left = size - read_bytes
+    if left <= 0:
+        return
+    if records == 0:
+        raise DataError(f"{path} is not a TFRecord file: its {size} bytes hold no complete record. Pass TFRecord "
+                        "files (`tpuestimator data write`, tf.io.TFRecordWriter) or JPEG/PNG images.",
+                        path=path, record=0)
+    raise DataError(f"{path} ends with {left} bytes after its last record (record {records - 1}): it was cut "
+                    "short while being written, or is not a TFRecord file. Rewrite it, or leave it out.",
+                    path=path, record=records)
 
 
 def _image_batch(predictor: ExportPredictor, paths: Sequence[str]) -> PredictionBatch:

@@ -61,6 +61,12 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
       cfg: the job's `JobConfig`.
       estimator: the Estimator that exported it (built: its spec and feature spec are read).
     """
+    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), export_metadata(cfg, estimator))
+
+
+def export_metadata(cfg, estimator) -> dict:
+    """What `write_export_metadata` writes, for an export of `estimator` at its current step
+    (exporters pass it as `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
     meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
             "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
@@ -70,7 +76,7 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
     if section.get("feature_columns"):  # a table: what its raw values are (predict_table, evaluate)
         meta["table"] = {"feature_columns": section["feature_columns"], "task": section.get("task"),
                          "label": section.get("label")}
-    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), meta)
+    return meta
 
 
 def load_export(export_dir: str):
@@ -89,19 +95,38 @@ def is_export_dir(path: str | os.PathLike) -> bool:
     return (path / "saved_model.pb").is_file() and (path / "assets.extra" / EXPORT_META).is_file()
 
 
+# Which export a model dir means when none is named: the final export before the best one
+# before any other (latest, or a custom exporter's), the highest version first in each.
+_EXPORT_RANK = ("final", "best")
+
+
 def resolve_export_dir(path: str) -> str:
-    """A SavedModel folder: `path` itself, or the `export/` folder of a run folder.
+    """A SavedModel folder: `path` itself, the `export/` folder of a run folder, or, for a
+    model dir (or any folder holding exports), its newest final export, else its newest best
+    one, else its newest other one. The one answer to "which export does this folder mean"
+    for the command line and R (`tpu_predict()` of a run or model dir).
 
     Raises:
-      ConfigError: when neither holds a `saved_model.pb`.
+      ConfigError: when no SavedModel is there.
     """
     path = str(path)
-    if (Path(path) / "export").is_dir() and not (Path(path) / "saved_model.pb").exists():
-        path = str(Path(path) / "export")
-    if not (Path(path) / "saved_model.pb").exists():
+    root = Path(path)
+    if (root / "saved_model.pb").exists():
+        return path
+    if (root / "export" / "saved_model.pb").exists():  # a run folder's copy of its export
+        return str(root / "export")
+    found = [pb.parent for pb in root.rglob("saved_model.pb")] if root.is_dir() else []
+    if not found:
         raise ConfigError("EXPORT_DIR", path, "a SavedModel folder (holding saved_model.pb) written by "
-                          "`tpuestimator train` or `tpuestimator export`")
-    return path
+                          "`tpuestimator train` or `tpuestimator export`, or a folder holding one")
+
+    def rank(folder: Path) -> tuple:
+        parts = folder.relative_to(root).parts
+        kind = next((i for i, name in enumerate(_EXPORT_RANK) if name in parts), len(_EXPORT_RANK))
+        version = int(folder.name) if folder.name.isdigit() else -1
+        return (kind, -version, str(folder))
+
+    return str(min(found, key=rank))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
