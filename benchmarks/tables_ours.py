@@ -141,10 +141,12 @@ def split_plan(frame, *, label: str, task: str, seed: int, split: float = 0.2) -
 
 
 def fit_evaluate_linear(frame, *, label: str, task: str, seed: int, steps: int | None, out_dir: str,
-                        split: float = 0.2) -> dict:
+                        split: float = 0.2, l2_regularization: float = 0.0) -> dict:
     """Writes the table (split `seed`), trains the canned `linear` model `steps` steps with its
-    default optimizer, evaluates it on the eval rows: {"rmse"} or {"accuracy"}, plus the
-    eval metrics as the Estimator reports them."""
+    default optimizer (and `params.l2_regularization`), evaluates it on the eval rows: {"rmse"}
+    or {"accuracy"}, plus the eval metrics as the Estimator reports them. A regressor gets the
+    label's training mean and std from the manifest (`params.label_stats`), as `tpuestimator
+    train` gives it."""
     from tpuestimator import data
     from tpuestimator.core.estimator import Estimator, RunConfig
 
@@ -152,7 +154,9 @@ def fit_evaluate_linear(frame, *, label: str, task: str, seed: int, steps: int |
                             shards=1)
     sec = section(table_dir)
     resolved = data.resolve_section(sec)
-    params = {"feature_columns": resolved["feature_columns"], "task": task}
+    params = {"feature_columns": resolved["feature_columns"], "task": task, "l2_regularization": l2_regularization}
+    if resolved.get("label_stats"):
+        params["label_stats"] = resolved["label_stats"]
     if task == "classification":
         params["num_classes"] = int(data.num_classes(sec))
     config = RunConfig(model_dir=os.path.join(out_dir, "model"), train_batch_size=LINEAR_BATCH,

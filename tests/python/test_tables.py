@@ -106,7 +106,9 @@ def regressor(tmp_path_factory):
 def test_regressor_trains_evaluates_and_records_rmse(regressor):
     out, result = regressor
     assert {"loss", "mae", "rmse", "r2"} <= set(result.metrics)
-    assert result.metrics["rmse"] == pytest.approx(np.sqrt(result.metrics["loss"]), rel=1e-4)  # mse loss
+    # mse loss of the standardized label (the manifest's training std); rmse in the label's units
+    std = json.loads((out / "data" / "manifest.json").read_text())["label_stats"]["std"]
+    assert result.metrics["rmse"] == pytest.approx(std * np.sqrt(result.metrics["loss"]), rel=1e-4)
     assert result.metrics["r2"] > 0.5
     evaluation = json.loads((Path(result.run_dir) / "tfruns.d" / "evaluation.json").read_text())
     assert {"rmse", "mae", "r2"} <= set(evaluation)

@@ -66,7 +66,8 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
 
     inputs = spec.serving_inputs or {name: tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)
                                      for name, (shape, dtype) in feature_spec.items()}
-    signature = {name: tf.TensorSpec([None, *s.shape], s.dtype, name=name) for name, s in inputs.items()}
+    # a spec's own name wins: a table's columns may hold characters a signature's input cannot
+    signature = {name: tf.TensorSpec([None, *s.shape], s.dtype, name=s.name or name) for name, s in inputs.items()}
     class_names = list(spec.class_names) if spec.class_names else None
     module = tf.Module()
     module.model = spec.model

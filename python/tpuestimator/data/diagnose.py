@@ -38,10 +38,13 @@ def check_example(section: Mapping[str, Any], example: tf.train.Example, mode: s
       None when it matches, else (feature, what is wrong and what was expected).
     """
     feats = example.features.feature
+    columns = specs.feature_columns(section) or {}
     for name, fspec in specs.record_features(section).items():
         if name not in feats:
             if fspec["kind"] == "label" and mode == "predict":
                 continue
+            if columns.get(name, {}).get("missing", "error") != "error":
+                continue  # a table's missing value: the writer leaves it out, the parser fills in the policy's
             present = ", ".join(sorted(feats)) or "none"
             return name, (f"feature {name!r} is missing (the record has: {present}); expected "
                           f"{fspec['dtype']} of shape {fspec['shape']}")

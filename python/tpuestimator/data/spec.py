@@ -89,6 +89,8 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
             section["feature_columns"] = apply_overrides(manifest["feature_columns"], section.get("feature_columns"))
         if manifest.get("task"):
             section.setdefault("task", manifest["task"])
+        if manifest.get("label_stats"):  # a regression label's training mean and std (tables.write)
+            section.setdefault("label_stats", copy.deepcopy(manifest["label_stats"]))
         section["_resolved_manifest"] = True
     fmt = section.get("format")
     if fmt not in FORMATS:

@@ -24,6 +24,8 @@ def model_params(cfg: JobConfig) -> dict:
             raise ConfigError("params.task", params["task"], f"{resolved['task']}: the table's label is "
                               f"{'a number' if resolved['task'] == 'regression' else 'a class'}")
         params["task"] = resolved["task"]
+    if resolved.get("label_stats") and params.get("task") == "regression":
+        params.setdefault("label_stats", resolved["label_stats"])  # the canned regressors' label scale
     vocab = data.vocabulary(section)
     if vocab and "vocabulary" not in params:
         params["vocabulary"] = list(vocab)

@@ -123,6 +123,13 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
 def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup: int | None,
                    representative_batches: int | None, overrides: Iterable[str]) -> ExportResult:
     cfg = load_job_config(model_dir, overrides)
+    if format == "tflite" and data.resolve_section(cfg.section("data")).get("feature_columns"):
+        # refused before anything is exported or converted
+        raise ConfigError("format", "tflite", "saved_model for a model trained on a table: its export looks up "
+                          "strings and hashes values (Keras StringLookup, IntegerLookup, Hashing) in TensorFlow hash "
+                          "tables, which TFLite's built-in ops do not run, and a regressor has no class "
+                          "probabilities to verify. Export the SavedModel (`tpuestimator export MODEL_DIR`) and "
+                          "serve it with TF Serving, `tpuestimator predict` or tpuestimator.tables.predict_table")
     exp = cfg.export
     warmup = exp.warmup if warmup is None else warmup
     check_count("warmup", warmup, minimum=0)

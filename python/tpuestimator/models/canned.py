@@ -11,6 +11,11 @@ Estimators `LinearClassifier`/`LinearRegressor`, `DNNClassifier`/`DNNRegressor` 
   outputs summed; each part trained by its own optimizer (`linear_optimizer`, default Ftrl, and
   `optimizer`) as DNNLinearCombined did.
 
+`l2_regularization` (`linear` and the wide part of `wide_and_deep`; default 0): adds
+`l2_regularization * sum(w**2)` over the linear weights (not the bias) to the loss, which is a
+mean over the batch; scikit-learn's `LogisticRegression(C=c)` on n training rows is
+`l2_regularization = 1 / (2 * c * n)`.
+
 The model receives the numbers of `models.table_preprocessing` (float32 numerics, int32 indices); the
 export's signatures take raw values (the preprocessing is its `serving_preprocess`). `linear`
 on data that is no table is the plain `tabular.linear`.
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.models import tabular
-from tpuestimator.models.feature_columns import cardinality
+from tpuestimator.models.feature_columns import cardinality, check_input_names, input_name
 from tpuestimator.models.heads import head_spec, output_units
 
 # The parameters each canned model reads and their defaults when `params` leaves them out
@@ -38,6 +43,7 @@ def _columns(params: dict) -> dict[str, dict]:
     if not columns:
         raise ModelFnError("this model needs a table: write one with `tpuestimator data write table.csv --label y` "
                            "(or tpuestimator.tables.write_table) and name its manifest in data.manifest.")
+    check_input_names(list(columns), where="data.feature_columns")
     return columns
 
 
@@ -45,8 +51,9 @@ def _inputs(params: dict):
     import keras
 
     columns = _columns(params)
-    return {name: keras.Input(shape=(), dtype="float32" if c["type"] == "numeric" else "int32", name=name)
-            for name, c in columns.items()}
+    # keyed by input name, as `table_preprocessing` hands the model its features
+    return {input_name(name): keras.Input(shape=(), dtype="float32" if c["type"] == "numeric" else "int32",
+                                          name=input_name(name)) for name, c in columns.items()}
 
 
 def _serving(params: dict) -> dict:
@@ -56,7 +63,7 @@ def _serving(params: dict) -> dict:
     from tpuestimator.models.table_preprocessing import preprocessor_for
 
     columns = _columns(params)
-    inputs = {name: tf.TensorSpec([], tf.as_dtype(c["dtype"]), name=name)
+    inputs = {name: tf.TensorSpec([], tf.as_dtype(c["dtype"]), name=input_name(name))
               for name, c in record_columns(columns).items()}
     return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
 
@@ -74,19 +81,35 @@ def _optimizer(params: dict, prefix: str = "", default: str = "adam",
     return makers[kind](learning_rate=lr)
 
 
-def _wide_logits(inputs, columns, units: int, names, name: str):
-    """The linear part: sum of per-category weight rows plus a dense layer on numerics."""
+def _l2(params: dict):
+    """The L2 penalty of the linear weights (`params.l2_regularization`), or None.
+
+    Raises:
+      ConfigError: naming the param when it is no number >= 0.
+    """
+    import keras
+
+    value = params.get("l2_regularization", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ConfigError("params.l2_regularization", value, "a number >= 0 (0: no penalty), e.g. 0.001")
+    return keras.regularizers.L2(float(value)) if value else None
+
+
+def _wide_logits(inputs, columns, units: int, names, name: str, l2=None):
+    """The linear part: sum of per-category weight rows plus a dense layer on numerics; `l2`
+    penalizes those weights (not the bias)."""
     import keras
 
     terms = []
-    numerics = [keras.ops.expand_dims(inputs[n], -1) for n in names if columns[n]["type"] == "numeric"]
+    numerics = [keras.ops.expand_dims(inputs[input_name(n)], -1) for n in names if columns[n]["type"] == "numeric"]
     if numerics:
         x = numerics[0] if len(numerics) == 1 else keras.layers.Concatenate(name=f"{name}_numeric")(numerics)
-        terms.append(keras.layers.Dense(units, name=f"{name}_numeric_weights")(x))
+        terms.append(keras.layers.Dense(units, kernel_regularizer=l2, name=f"{name}_numeric_weights")(x))
     for n in names:
         if columns[n]["type"] != "numeric":
             terms.append(keras.layers.Embedding(cardinality(columns[n]), units, embeddings_initializer="zeros",
-                                                name=f"{name}_{n}_weights")(inputs[n]))
+                                                embeddings_regularizer=l2,
+                                                name=f"{name}_{input_name(n)}_weights")(inputs[input_name(n)]))
     if not terms:
         raise ConfigError("data.feature_columns", sorted(columns), "at least one column in the model's part")
     out = terms[0] if len(terms) == 1 else keras.layers.Add(name=f"{name}_sum")(terms)
@@ -116,12 +139,12 @@ def _deep_input(inputs, columns, names, name: str):
     for n in names:
         c = columns[n]
         if c["type"] == "numeric":
-            parts.append(keras.ops.expand_dims(inputs[n], -1))
+            parts.append(keras.ops.expand_dims(inputs[input_name(n)], -1))
         elif c.get("encoding") == "embedding":
             parts.append(keras.layers.Embedding(cardinality(c), int(c["embedding_dim"]),
-                                                name=f"{name}_{n}_embedding")(inputs[n]))
+                                                name=f"{name}_{input_name(n)}_embedding")(inputs[input_name(n)]))
         else:
-            parts.append(keras.ops.one_hot(inputs[n], cardinality(c)))
+            parts.append(keras.ops.one_hot(inputs[input_name(n)], cardinality(c)))
     if not parts:
         raise ConfigError("data.feature_columns", sorted(columns), "at least one column in the dnn part")
     return parts[0] if len(parts) == 1 else keras.layers.Concatenate(name=f"{name}_inputs")(parts)
@@ -152,7 +175,7 @@ def linear(params: dict):
         return tabular.linear(params)
     columns = _columns(params)
     inputs = _inputs(params)
-    out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear")
+    out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear", _l2(params))
     model = keras.Model(inputs, out, name="linear")
     return head_spec(params, model, _optimizer(params, learning_rate=PARAM_DEFAULTS["linear"]["learning_rate"]), **_serving(params))
 
@@ -179,7 +202,7 @@ def wide_and_deep(params: dict):
     deep_names = [n for n, c in columns.items() if c.get("part", "both") in ("deep", "both")
                   and c["type"] != "crossed"]
     units = output_units(params)
-    wide = _wide_logits(inputs, columns, units, wide_names, "wide")
+    wide = _wide_logits(inputs, columns, units, wide_names, "wide", _l2(params))
     deep = keras.layers.Dense(units, dtype="float32", name="deep_outputs")(
         _dnn_tower(_deep_input(inputs, columns, deep_names, "deep"), params, "deep"))
     out = keras.layers.Add(name="outputs")([wide, deep])

@@ -230,6 +230,32 @@ def validate_column(name: str, column: dict, columns: Mapping[str, dict], *,
     return column
 
 
+def input_name(column: str) -> str:
+    """A column's name as the model's input and in its layers' names: lower case, every character
+    but letters and digits replaced by `_`, `arg_` in front of a leading non-letter. Keras refuses
+    `/` in names and TensorFlow renames a signature's inputs the same way (`Petal.Length` ->
+    `petal_length`), so the export's `features` signature takes these names; the records, the
+    manifest and `predict_table` keep the column's own name."""
+    swapped = "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in str(column))
+    return (swapped if swapped[:1].isalpha() else "arg_" + swapped).lower()
+
+
+def check_input_names(names: Sequence[str], *, where: str) -> None:
+    """Refuses two columns whose input names (`input_name`) are the same.
+
+    Raises:
+      DataError: naming both columns and the fix.
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        key = input_name(name)
+        if key in seen:
+            raise DataError(f"{where}: columns {seen[key]!r} and {name!r} both become the model input {key!r} (a "
+                            "model's input names keep letters and digits only, in lower case). Rename one of them.",
+                            feature=name)
+        seen[key] = name
+
+
 def record_columns(columns: Mapping[str, dict]) -> dict[str, dict]:
     """The columns stored in the records (all but crosses)."""
     return {k: v for k, v in columns.items() if v["type"] != "crossed"}

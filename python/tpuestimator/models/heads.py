@@ -1,6 +1,14 @@
 """Heads of the canned table models: classification (binary and multi-class: softmax over
 `num_classes` logits) and regression (one float output; loss `mse` or `huber`; metrics MAE,
 RMSE, R²), each as a `ModelSpec` around a Keras model.
+
+A regressor learns the STANDARDIZED label, `(y - mean) / std` with the training rows' mean and
+std (`params.label_stats`, from the table's manifest): its last layer (`LabelScale`) turns that
+back into the label's units, so predictions, exports, MAE, RMSE and R² are in the label's units
+while the weights start where the answer is (the mean) and move on the label's scale whatever
+it is (a label of mean 65 and sd 3.5 trains like one of mean 0 and sd 1). The loss is the
+squared (Huber) error divided by the variance: the loss of the standardized label (Huber's
+`huber_delta` stays in the label's units). `params.standardize_label: false` turns it off.
 """
 from __future__ import annotations
 
@@ -23,23 +31,44 @@ def output_units(params: dict) -> int:
     return 1 if task(params) == "regression" else num_classes(params)
 
 
+def label_scale(params: dict) -> tuple[float, float]:
+    """(mean, std) of the regression label the model learns standardized; (0, 1) without
+    `params.label_stats` or with `params.standardize_label: false`.
+
+    Raises:
+      ConfigError: naming `params.label_stats` when it is no {mean, std > 0}.
+    """
+    stats = params.get("label_stats")
+    if not stats or not params.get("standardize_label", True):
+        return 0.0, 1.0
+    try:
+        mean, std = float(stats["mean"]), float(stats["std"])
+    except (KeyError, TypeError, ValueError):
+        mean, std = 0.0, -1.0
+    if not std > 0:
+        raise ConfigError("params.label_stats", stats, "{mean: m, std: s} with s > 0 (the training label's)")
+    return mean, std
+
+
 def regression_loss(params: dict):
-    """Per-example loss `(labels [b], outputs [b, 1]) -> [b]`: squared error, or Huber (`huber_delta`)."""
+    """Per-example loss `(labels [b], outputs [b, 1]) -> [b]`: squared error, or Huber (`huber_delta`),
+    divided by the label's variance (`label_scale`)."""
     import keras
 
     kind = params.get("loss", "mse")
     if kind not in LOSSES:
         raise ConfigError("params.loss", kind, " | ".join(LOSSES))
     delta = float(params.get("huber_delta", 1.0))
+    inverse_variance = 1.0 / label_scale(params)[1] ** 2
 
     def loss(labels, outputs):
         error = keras.ops.reshape(keras.ops.cast(labels, "float32"), (-1,)) - \
             keras.ops.reshape(keras.ops.cast(outputs, "float32"), (-1,))
         if kind == "mse":
-            return keras.ops.square(error)
+            return keras.ops.square(error) * inverse_variance
         absolute = keras.ops.abs(error)
         quadratic = keras.ops.minimum(absolute, delta)
-        return 0.5 * keras.ops.square(quadratic) + delta * (absolute - quadratic)
+        return (0.5 * keras.ops.square(quadratic) + delta * (absolute - quadratic)) * inverse_variance
 
     return loss
 
@@ -75,9 +104,25 @@ def regression_predictions(outputs) -> dict:
     return {"prediction": tf.reshape(tf.cast(outputs, tf.float32), [-1])}
 
 
+def with_label_scale(model, mean: float, std: float):
+    """`model` with a last layer `outputs * std + mean` (no weights: the checkpoint is the same)."""
+    import keras
+
+    if (mean, std) == (0.0, 1.0):
+        return model
+
+    class LabelScale(keras.layers.Layer):
+        def call(self, x):
+            return x * std + mean
+
+    outputs = LabelScale(name="label_scale", dtype="float32")(model.output)
+    return keras.Model(model.input, outputs, name=model.name)
+
+
 def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_preprocess=None) -> ModelSpec:
     """The `ModelSpec` of a canned model whose Keras `model` returns `output_units(params)` values."""
     if task(params) == "regression":
+        model = with_label_scale(model, *label_scale(params))
         return ModelSpec(model=model, loss=regression_loss(params), optimizer=optimizer,
                          metrics=regression_metrics(), predictions=regression_predictions,
                          serving_inputs=serving_inputs, serving_preprocess=serving_preprocess)

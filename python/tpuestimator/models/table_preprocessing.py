@@ -9,7 +9,10 @@ the export includes the same object, so its `tf.Example` and `features` signatur
 strings and numbers. The model itself only sees numbers:
 
 - numeric: float32 [b], normalized (mean and variance of the training split);
-- every other type: int32 [b] indices in [0, cardinality) (`feature_columns.cardinality`).
+- every other type: int32 [b] indices in [0, cardinality) (`feature_columns.cardinality`);
+
+each under the column's input name (`feature_columns.input_name`: `Petal.Length` -> `petal_length`),
+which Keras and TensorFlow signatures accept whatever the column is called.
 """
 from __future__ import annotations
 
@@ -18,12 +21,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.models.feature_columns import cardinality, record_columns
+from tpuestimator.models.feature_columns import cardinality, input_name, record_columns
 
 
 def encoded_features(columns: Mapping[str, dict]) -> dict[str, tuple[list[int], str]]:
-    """What the model receives: name -> (shape without batch, dtype name)."""
-    return {name: ([], "float32" if c["type"] == "numeric" else "int32") for name, c in columns.items()}
+    """What the model receives: input name -> (shape without batch, dtype name)."""
+    return {input_name(name): ([], "float32" if c["type"] == "numeric" else "int32") for name, c in columns.items()}
 
 
 def raw_dtype(column: Mapping[str, Any]) -> str:
@@ -106,7 +109,7 @@ class TablePreprocessor:
             if c["type"] == "crossed":
                 parts = tuple(tf.cast(out[p], tf.int64) for p in c["columns"])
                 out[name] = tf.cast(self.layers[name](parts), tf.int32)
-        return out
+        return {input_name(name): value for name, value in out.items()}
 
     def cardinalities(self) -> dict[str, int]:
         return {k: cardinality(c) for k, c in self.columns.items() if c["type"] != "numeric"}

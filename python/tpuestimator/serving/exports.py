@@ -172,6 +172,12 @@ class LoadedExport:
             if len(specs) != 1:
                 raise ConfigError("inputs", type(inputs).__name__, f"a dict with the inputs {sorted(specs)}")
             inputs = {next(iter(specs)): inputs}
+        if set(specs) - set(inputs):
+            # TensorFlow names a signature's inputs as `input_name` does (a table's `Petal.Length`
+            # is `petal_length`): the columns' own names are accepted too
+            from tpuestimator.models.feature_columns import input_name
+
+            inputs = {**{input_name(k): v for k, v in inputs.items()}, **inputs}
         missing = sorted(set(specs) - set(inputs))
         if missing:
             raise ConfigError("inputs", sorted(inputs), f"the signature {name!r} takes {sorted(specs)}")

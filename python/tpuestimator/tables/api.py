@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -164,10 +163,7 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
     if not columns:
         raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
                           "write_table / `tpuestimator data write --label`)")
-    inputs = table_inputs(frame, columns)
-    # A signature's input names are sanitized by TensorFlow (`Petal.Length` -> `Petal_Length`).
-    signature_names = {_sanitized(k): k for k in export.input_specs(FEATURES_SIGNATURE)}
-    inputs = {signature_names.get(_sanitized(k), k): v for k, v in inputs.items()}
+    inputs = table_inputs(frame, columns)  # by column name; `export.run` maps them to the signature's names
     n = len(next(iter(inputs.values())))
     class_names = [str(c) for c in export.meta.get("class_names") or []]
     out: dict[str, list] = {}
@@ -183,6 +179,3 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
                 out.setdefault(key, []).append(values)
     return {k: np.concatenate(v) for k, v in out.items()}
 
-
-def _sanitized(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name).lower()

@@ -26,6 +26,7 @@ from tpuestimator.data.writers import publish_folder, split_indices, write_shard
 from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.models.feature_columns import (
     apply_overrides,
+    check_input_names,
     check_missing,
     infer_column,
     missing_mask,
@@ -86,10 +87,21 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
             extra[col] = {k: v for k, v in override.items() if k not in ("type", "buckets") or k == "buckets"
                           and inferred[col]["type"] != "bucketized"}
     columns = apply_overrides(inferred, extra, where="feature_columns")
+    check_input_names(list(columns), where=name)
     for col, column in record_columns(columns).items():
         check_missing(col, values_by_column[col], column, where=name)
     return {"task": task, "vocabulary": vocab, "feature_columns": columns, "train": train_idx, "eval": eval_idx,
-            "labels": labels, "values": values_by_column, "label": label, "name": name}
+            "labels": labels, "values": values_by_column, "label": label, "name": name,
+            "label_stats": label_stats(labels[train_idx]) if task == "regression" else None}
+
+
+def label_stats(train_labels: np.ndarray) -> dict:
+    """{"mean", "std"} of a regression label over the training rows: the canned regressors learn
+    the standardized label and answer in the label's units (`models.heads`). A constant label has
+    std 1."""
+    values = np.asarray(train_labels, np.float64)
+    std = float(values.std())
+    return {"mean": float(values.mean()), "std": std if std > 0 else 1.0}
 
 
 def _policies(missing, names, where) -> dict[str, str]:
@@ -193,6 +205,8 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
                                   features=features, label=label, source=plan["name"])
         manifest["task"] = plan["task"]
         manifest["feature_columns"] = plan["feature_columns"]
+        if plan["label_stats"]:
+            manifest["label_stats"] = plan["label_stats"]
         from tpuestimator.system.io import atomic_write_json
 
         atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
