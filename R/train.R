@@ -115,8 +115,8 @@
 #' `flags` apply as for a configuration; the short names of the canned models'
 #' parameters work although the table's configuration leaves them at their
 #' defaults: `learning_rate`, `optimizer`, `hidden_units`, `dropout`,
-#' `batch_norm` (and `linear_learning_rate`, `linear_optimizer` for
-#' `"wide_and_deep"`). An unknown flag is refused before the table is written.
+#' `batch_norm`, `l2_regularization` (and `linear_learning_rate`,
+#' `linear_optimizer` for `"wide_and_deep"`). An unknown flag is refused before the table is written.
 #' Inside `tfruns::training_run()` the record goes into tfruns's run and,
 #' unless `model_dir` is given, the table and model into
 #' `<runs folder>/.models/<run>` (a folder per run, which tfruns does not copy).

@@ -32,9 +32,10 @@ from tpuestimator.models.heads import head_spec, output_units
 _DNN_DEFAULTS = {"optimizer": "adam", "learning_rate": 0.01, "hidden_units": [64, 32], "dropout": 0.0,
                  "batch_norm": False}
 PARAM_DEFAULTS: dict[str, dict] = {
-    "linear": {"optimizer": "adam", "learning_rate": 0.05},
+    "linear": {"optimizer": "adam", "learning_rate": 0.05, "l2_regularization": 0.0},
     "dnn": _DNN_DEFAULTS,
-    "wide_and_deep": {**_DNN_DEFAULTS, "linear_optimizer": "ftrl", "linear_learning_rate": 0.05},
+    "wide_and_deep": {**_DNN_DEFAULTS, "linear_optimizer": "ftrl", "linear_learning_rate": 0.05,
+                      "l2_regularization": 0.0},
 }
 
 
@@ -89,7 +90,7 @@ def _l2(params: dict):
     """
     import keras
 
-    value = params.get("l2_regularization", 0.0)
+    value = params.get("l2_regularization", PARAM_DEFAULTS["linear"]["l2_regularization"])
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ConfigError("params.l2_regularization", value, "a number >= 0 (0: no penalty), e.g. 0.001")
     return keras.regularizers.L2(float(value)) if value else None
