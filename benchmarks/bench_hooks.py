@@ -108,7 +108,6 @@ class Bench:
         sentinel = config != "bare"
         if est.config.nan_sentinel != sentinel:
             est.config = dataclasses.replace(self.config, nan_sentinel=sentinel)
-            est._loop_reader_fn = None  # rebuilt with (or without) the weights' finiteness check
         marks: list = []
 
         class Boundary(Hook):  # last, so every other hook's work falls inside the timed interval

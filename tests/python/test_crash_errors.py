@@ -54,7 +54,7 @@ def test_unimportable_model_fails_before_tensorflow_starts_and_writes_nothing(tm
     proc = subprocess.run([sys.executable, "-c", script, "train", str(config), "--set", "model=nosuchmodule:build",
                            "--runs-dir", "runs", "--model-dir", "m"], env=python_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
-    one_clear_error(proc, 2, "`model`", "nosuchmodule:build", "cnn, image_classifier, linear, mlp", "PYTHONPATH")
+    one_clear_error(proc, 2, "`model`", "nosuchmodule:build", "cnn, dnn, image_classifier, linear, mlp, wide_and_deep", "PYTHONPATH")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "m").exists()
 
 

@@ -18,7 +18,7 @@ test_that("tpu_train with a model that cannot be imported fails up front, writin
   expect_identical(err$field, "model")
   expect_identical(err$value, "nosuchmodule:build")
   expect_match(conditionMessage(err), "no module `nosuchmodule` was found", fixed = TRUE)
-  expect_match(conditionMessage(err), "cnn, image_classifier, linear, mlp", fixed = TRUE)
+  expect_match(conditionMessage(err), "cnn, dnn, image_classifier, linear, mlp, wide_and_deep", fixed = TRUE)
   expect_false(dir.exists("runs"))
   expect_false(dir.exists("models/bad_model"))
 })

@@ -149,7 +149,7 @@ class TrainController:
             while target is None or step < target:
                 n = cadence.loop_size(step, target, hooks)
                 hooks.before_loop(step)
-                out = trainer.run_loop(n, per_step=per_step)
+                out = trainer.run_loop(n, per_step=per_step, finiteness=self.nan_sentinel)
                 step += out.steps
                 if out.steps == 0:
                     break

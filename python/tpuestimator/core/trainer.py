@@ -88,7 +88,7 @@ class Trainer:
         self.steps_by_worker: dict = {}
         self.per_step_buffers: dict | None = None  # only once a hook asked for per-step values
         self._per_step_loop = None
-        self._loop_reader = None
+        self._loop_readers: dict = {}  # finiteness checked or not -> reader
 
     def _make_train_step(self, *, per_step_values: bool = False):
         return replica_steps.make_train_step(self.state, self.forward_backward(), per_step_values=per_step_values)
@@ -175,22 +175,24 @@ class Trainer:
             self.per_step_buffers = buffers
         return self._per_step_loop
 
-    def read_loop_metrics(self) -> dict:
-        """The train metrics since the last read (reset as they are read) and, with the sentinel
-        on, the weights' finiteness: one device call, built once."""
-        if self._loop_reader is None:
+    def read_loop_metrics(self, *, finiteness: bool) -> dict:
+        """The train metrics since the last read (reset as they are read) and, with `finiteness`
+        (the NaN/Inf sentinel), the weights' finiteness as `__all_finite__`: one device call,
+        built once per choice."""
+        if finiteness not in self._loop_readers:
             state = self.state
-            self._loop_reader = make_loop_reader(
-                state.train_metrics, state.sentinel_variables() if self.config.nan_sentinel else None)
-        return {key: value.numpy() for key, value in self._loop_reader().items()}
+            self._loop_readers[finiteness] = make_loop_reader(
+                state.train_metrics, state.sentinel_variables() if finiteness else None)
+        return {key: value.numpy() for key, value in self._loop_readers[finiteness]().items()}
 
     def reset_metrics(self) -> None:
         """The loop's metrics start from zero (`read_loop_metrics` resets them after each loop)."""
         for metric in self.state.train_metrics.values():
             metric.reset_state()
 
-    def run_loop(self, n: int, *, per_step: bool = False) -> LoopOutput:
-        """Runs one device loop of up to `n` steps on the current input and returns its output."""
+    def run_loop(self, n: int, *, per_step: bool = False, finiteness: bool = False) -> LoopOutput:
+        """Runs one device loop of up to `n` steps on the current input and returns its output
+        (`finiteness`: also whether the weights and optimizer state are finite)."""
         import tensorflow as tf
 
         recording = self.per_step_loop() if per_step else None
@@ -202,5 +204,5 @@ class Trainer:
             return LoopOutput(steps=0, results={}, per_step_values=None, elapsed=elapsed)
         if recording is not None:
             self.per_step_values = {name: buf.numpy()[:ran] for name, buf in recording[1].items()}
-        return LoopOutput(steps=ran, results=self.read_loop_metrics(),
+        return LoopOutput(steps=ran, results=self.read_loop_metrics(finiteness=finiteness),
                           per_step_values=self.per_step_values if recording is not None else None, elapsed=elapsed)

@@ -8,6 +8,7 @@ module (and TensorFlow) on first use.
 - `num_classes(data_section)`, `vocabulary(data_section)`
 - `translate_errors(data_section, mode)` context manager: TF input errors -> `DataError`
 - `check_labels(data_section, mode, num_classes=)`: every label in range, before training
+- `scan_files(data_section, mode, num_classes=)`: headers and first records of every file, before training
 - `write_tfrecords(source, out_dir, ...)` (writers), `count_corrupt(pattern)`,
   `corrupt_records_skipped()`, `num_examples(data_section, mode)`
 
@@ -33,6 +34,7 @@ _EXPORTS = {
     "load_manifest": "spec",
     "translate_errors": "diagnose",
     "check_labels": "labels",
+    "scan_files": "scan",
     "diagnose": "diagnose",
     "count_corrupt": "diagnose",
     "corrupt_records_skipped": "diagnose",

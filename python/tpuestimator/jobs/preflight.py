@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig
-from tpuestimator.data.scan import scan_files
 
 
 def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
@@ -28,5 +27,6 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
     section = cfg.section("data")
     num_classes = data.num_classes(section) or estimator.params.get("num_classes")
     for mode in ("train", "eval") if has_eval else ("train",):
-        scan_files(section, mode, num_classes=num_classes)
+        # Labels first: their check reads further and says what the scan cannot (nothing trained).
         data.check_labels(section, mode, num_classes=num_classes)
+        data.scan_files(section, mode, num_classes=num_classes)
