@@ -19,16 +19,9 @@ test_that("bad data fixtures give tpuestimator_data_error with the expected mess
     if (!is.null(case$record)) expect_identical(as.integer(err$record), as.integer(case$record), info = case$name)
     if (!is.null(case$feature)) expect_identical(err$feature, case$feature, info = case$name)
   }
-  # Errors the job finds before writing anything (a pattern matching no file, a label out of
-  # range: python/tpuestimator/preflight.py) leave no run and no model dir; the others leave
-  # failed runs that are still valid, listable runs with the error recorded.
-  up_front <- c("no_files", "mislabelled")
+  # Every one is found before the job writes anything (the up-front scan of each file's head and
+  # the label check: python/tpuestimator/jobs/preflight.py): no run and no model dir is left.
   names <- vapply(cases, function(case) case$name, "")
-  expect_true(all(up_front %in% names))
-  for (name in up_front) expect_false(dir.exists(file.path("models", name)), info = name)
-  runs <- tpu_ls_runs("runs")
-  expect_equal(nrow(runs), length(setdiff(names, up_front)))
-  expect_false(any(runs$completed))
-  expect_true(all(nzchar(runs$error_message)))
-  for (d in runs$run_dir) expect_tfruns_run(d)
+  for (name in names) expect_false(dir.exists(file.path("models", name)), info = name)
+  expect_false(dir.exists("runs") && length(list.dirs("runs", recursive = FALSE)) > 0)
 })
