@@ -258,35 +258,20 @@ def write_tfrecords(source: Any, out_dir: str | os.PathLike, *, labels: Sequence
     Raises:
       DataError: naming the file / column, the value and the fix.
     """
-    if int(shards) < 1:
-        raise DataError(f"shards={shards!r}: write at least 1 shard per split.")
-    out_dir = os.path.abspath(os.fspath(out_dir))
-    manifest_path = os.path.join(out_dir, specs.MANIFEST_NAME)
-    if os.path.exists(manifest_path) and not overwrite:
-        raise DataError(f"{out_dir} already holds a {specs.MANIFEST_NAME}; choose a new folder or pass "
-                        "overwrite=True (--overwrite) to replace its records.", path=out_dir)
+    out_dir, shards = check_output(out_dir, shards, overwrite=overwrite)
     plan = plan_write(source, labels=labels, split=split, seed=seed, label=label, vocabulary=vocabulary,
                       features=features, image_size=image_size, format=format, feature_name=feature_name)
-    shards = int(shards)
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
-    try:
+
+    def write_files(tmp: str) -> dict:
         if beam:
             from tpuestimator.data.beam import run_plan
 
             files = run_plan(plan, tmp, shards=shards, runner=runner, pipeline_options=pipeline_options)
         else:
             files = _run_local(plan, tmp, shards)
-        manifest = _manifest(plan, files, shards)
-        from tpuestimator.system.io import atomic_write_json
+        return _manifest(plan, files, shards)
 
-        atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
-        os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
-        publish_folder(tmp, out_dir, manifest_path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    manifest["path"] = manifest_path
+    manifest = write_staged(out_dir, write_files)
     log.info("wrote %s", ", ".join(f"{s}: {v['count']} records" for s, v in manifest["splits"].items()))
     return manifest
 
@@ -312,6 +297,39 @@ def _manifest(plan: WritePlan, files: Mapping[str, list[str]], shards: int) -> d
                           features=plan.features, label=plan.label, label_offset=plan.label_offset,
                           source=plan.source)
 
+
+
+def check_output(out_dir: str | os.PathLike, shards: int, *, overwrite: bool) -> tuple[str, int]:
+    """(absolute out_dir, shards) of a writer, checked before anything is read or written: at
+    least one shard, and no manifest already there unless `overwrite`."""
+    if int(shards) < 1:
+        raise DataError(f"shards={shards!r}: write at least 1 shard per split.")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if os.path.exists(os.path.join(out_dir, specs.MANIFEST_NAME)) and not overwrite:
+        raise DataError(f"{out_dir} already holds a {specs.MANIFEST_NAME}; choose a new folder or pass "
+                        "overwrite=True (--overwrite) to replace its records.", path=out_dir)
+    return out_dir, int(shards)
+
+
+def write_staged(out_dir: str, write_files) -> dict:
+    """Runs `write_files(tmp) -> manifest` in a hidden folder beside `out_dir`, writes the
+    manifest there and moves everything into `out_dir`, the manifest last (`publish_folder`):
+    a writer that fails leaves `out_dir` as it was. Returns the manifest with its "path"."""
+    from tpuestimator.system.io import atomic_write_json
+
+    manifest_path = os.path.join(out_dir, specs.MANIFEST_NAME)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
+    try:
+        manifest = write_files(tmp)
+        atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
+        os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
+        publish_folder(tmp, out_dir, manifest_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest["path"] = manifest_path
+    return manifest
 
 def publish_folder(tmp: str, out_dir: str, manifest_path: str) -> None:
     """Moves the finished shards into `out_dir`, the manifest last."""

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tpuestimator.data import encode
-from tpuestimator.data import spec as specs
 from tpuestimator.data.manifest import build_manifest, split_info
-from tpuestimator.data.writers import publish_folder, split_indices, write_shard
+from tpuestimator.data.writers import check_output, split_indices, write_shard, write_staged
 from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.models.feature_columns import (
     apply_overrides,
@@ -173,20 +170,11 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
     Raises:
       DataError / ConfigError: naming the column, the value and the fix, before anything is written.
     """
-    if int(shards) < 1:
-        raise DataError(f"shards={shards!r}: write at least 1 shard per split.")
-    out_dir = os.path.abspath(os.fspath(out_dir))
-    manifest_path = os.path.join(out_dir, specs.MANIFEST_NAME)
-    if os.path.exists(manifest_path) and not overwrite:
-        raise DataError(f"{out_dir} already holds a {specs.MANIFEST_NAME}; choose a new folder or pass "
-                        "overwrite=True (--overwrite) to replace its records.", path=out_dir)
+    out_dir, shards = check_output(out_dir, shards, overwrite=overwrite)
     plan = infer_feature_columns(source, label=label, task=task, split=split, seed=seed,
                                  feature_columns=feature_columns, missing=missing)
-    shards = int(shards)
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
-    try:
+
+    def write_files(tmp: str) -> dict:
         splits = {}
         for split_name in ("train", "eval"):
             rows = plan[split_name]
@@ -207,14 +195,9 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
         manifest["feature_columns"] = plan["feature_columns"]
         if plan["label_stats"]:
             manifest["label_stats"] = plan["label_stats"]
-        from tpuestimator.system.io import atomic_write_json
+        return manifest
 
-        atomic_write_json(os.path.join(tmp, specs.MANIFEST_NAME), manifest)
-        os.chmod(os.path.join(tmp, specs.MANIFEST_NAME), 0o644)
-        publish_folder(tmp, out_dir, manifest_path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    manifest["path"] = manifest_path
+    manifest = write_staged(out_dir, write_files)
     log.info("wrote a %s table: %s", plan["task"],
              ", ".join(f"{s}: {v['count']} records" for s, v in manifest["splits"].items()))
     return manifest
