@@ -86,7 +86,6 @@ class Trainer:
         self.train_input: TrainInput | None = None
         self.per_step_values: dict = {}
         self.steps_by_worker: dict = {}
-        self.per_step_buffers: dict | None = None  # only once a hook asked for per-step values
         self._per_step_loop = None
         self._loop_readers: dict = {}  # finiteness checked or not -> reader
 
@@ -155,6 +154,11 @@ class Trainer:
         current.loop = self.new_loop(current.exhaustible) if loop is None else loop
         return old
 
+    @property
+    def per_step_buffers(self) -> dict | None:
+        """The per-step value buffers, once a hook asked for per-step values (else None)."""
+        return self._per_step_loop[1] if self._per_step_loop is not None else None
+
     def per_step_loop(self):
         """(loop, buffers): a train loop that also records each step's mean loss and report
         values into device-side variables of length `iterations_per_loop` (`HostCallHook`)."""
@@ -172,7 +176,6 @@ class Trainer:
             self._per_step_loop = (make_train_loop(self.strategy, step_fn, self.state.global_step,
                                                    exhaustible=self.train_input.exhaustible, per_step=buffers),
                                    buffers)
-            self.per_step_buffers = buffers
         return self._per_step_loop
 
     def read_loop_metrics(self, *, finiteness: bool) -> dict:
