@@ -135,9 +135,6 @@ class JobConfig:
     def params(self) -> dict:
         return copy.deepcopy(dict(self.raw["params"]))
 
-    def section(self, name: str) -> dict:
-        return copy.deepcopy(dict(self.raw[name]))
-
     # Typed views of the sections (`cfg.train.max_steps`): every field the schema declares,
     # and only those, so a field name is spelled in the schema and at its use, never as a
     # `raw["train"]["max_steps"]` string lookup (tests/python/test_architecture.py checks).
@@ -159,17 +156,23 @@ class JobConfig:
         return self.run.model_dir or os.path.join("models", self.name)
 
     def to_dict(self) -> dict:
+        """The full configuration as a plain dict, for what must be a dict: a file (config.yaml, a
+        run's archived config, an export's metadata), another process, R, or new overrides."""
         return copy.deepcopy(dict(self.raw))
 
     def replace(self, **sections: Any) -> JobConfig:
-        """A copy with whole sections merged in (validated again)."""
+        """A copy with whole sections merged in. A real change of fields, so it is checked, but
+        only what changed is validated again: the changed sections against the schema, then the
+        rules across sections (`_check_semantics`); the rest was validated when this was loaded."""
         raw = self.to_dict()
         for key, value in sections.items():
             if isinstance(value, Mapping) and isinstance(raw.get(key), Mapping):
                 raw[key] = _deep_merge(raw[key], value)
             else:
                 raw[key] = value
-        return _finish(raw, self.source, self.overrides, base_dir=None)
+        validate({key: raw[key] for key in sections}, source=self.source, partial=True)
+        _check_semantics(raw, self.source)
+        return JobConfig(raw=raw, source=self.source, overrides=self.overrides)
 
 
 def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = (),
@@ -283,16 +286,21 @@ def _deep_merge(base: dict, update: Mapping) -> dict:
     return base
 
 
-def validate(raw: Mapping[str, Any], *, source: str | None = None) -> None:
+def validate(raw: Mapping[str, Any], *, source: str | None = None, partial: bool = False) -> None:
     """Validates a configuration against the JSON Schema.
+
+    Args:
+      partial: `raw` holds some sections only (`JobConfig.replace`): required sections are not
+        asked for; an unknown section still fails.
 
     Raises:
       ConfigError: for the first problem found (the most specific one), naming the field.
     """
     import jsonschema
 
-    validator_cls = jsonschema.validators.validator_for(schema())
-    validator = validator_cls(schema())
+    rules = {**schema(), "required": []} if partial else schema()
+    validator_cls = jsonschema.validators.validator_for(rules)
+    validator = validator_cls(rules)
     errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), e.path))
     if not errors:
         return
@@ -393,4 +401,5 @@ def dump_config(cfg: JobConfig, path: str) -> None:
     """Writes the resolved configuration as YAML, atomically."""
     from tpuestimator.system.io import atomic_write_text
 
+    # a file: the plain dict (`to_dict`)
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

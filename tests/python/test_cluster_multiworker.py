@@ -153,12 +153,12 @@ def test_record_sharding_with_fewer_files_than_workers_splits_every_record_once(
     seen = []
     for worker in range(2):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=2)
-        ds = build_dataset(section, "eval", section["eval"], batch_size=4, input_context=ctx)
+        ds = build_dataset(section, "eval", section.eval, batch_size=4, input_context=ctx)
         images = np.concatenate([f["image"].numpy().reshape(len(y), -1) for f, y in ds])
         assert len(images) == 6
         seen.append(images)
     everything = np.concatenate([f["image"].numpy().reshape(len(y), -1)
-                                 for f, y in build_dataset(section, "eval", section["eval"], batch_size=4)])
+                                 for f, y in build_dataset(section, "eval", section.eval, batch_size=4)])
     both = np.concatenate(seen)
     assert sorted(map(bytes, both)) == sorted(map(bytes, everything))
 
