@@ -347,11 +347,11 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
                        config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
     if recorder is not None:
         with _record_disk_full(recorder, result):
-            _record_results(recorder, spec, estimator, outcome, export_dir)
+            _record_results(recorder, data_spec=spec, estimator=estimator, outcome=outcome, export_dir=export_dir)
     return result
 
 
-def _record_results(recorder, spec, estimator, outcome, export_dir) -> None:
+def _record_results(recorder, *, data_spec, estimator, outcome, export_dir) -> None:
     """The trained run's properties, final evaluation and export copy in its run record."""
     spec = estimator.spec
     opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
@@ -363,8 +363,8 @@ def _record_results(recorder, spec, estimator, outcome, export_dir) -> None:
         **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
            if estimator.steps_by_worker else {}),
         **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
-        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if spec.skips_corrupt else {}))
-    samples = data.num_examples(spec, "train") if hasattr(data, "num_examples") else None
+        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if data_spec.skips_corrupt else {}))
+    samples = data.num_examples(data_spec, "train") if hasattr(data, "num_examples") else None
     if samples:
         recorder.set_properties(samples=samples)
     if outcome.metrics:
