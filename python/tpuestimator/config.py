@@ -156,14 +156,12 @@ class JobConfig:
         return self.run.model_dir or os.path.join("models", self.name)
 
     def to_dict(self) -> dict:
-        """The full configuration as a plain dict, for what must be a dict: a file (config.yaml, a
-        run's archived config, an export's metadata), another process, R, or new overrides."""
+        """A plain dict, where one must go: a file (config.yaml, a run's), R, new overrides."""
         return copy.deepcopy(dict(self.raw))
 
     def replace(self, **sections: Any) -> JobConfig:
-        """A copy with whole sections merged in. A real change of fields, so it is checked, but
-        only what changed is validated again: the changed sections against the schema, then the
-        rules across sections (`_check_semantics`); the rest was validated when this was loaded."""
+        """A copy with whole sections merged in: a real change, so the changed sections are checked
+        against the schema and the rules across sections run again (not the rest: loaded valid)."""
         raw = self.to_dict()
         for key, value in sections.items():
             if isinstance(value, Mapping) and isinstance(raw.get(key), Mapping):
@@ -289,9 +287,7 @@ def _deep_merge(base: dict, update: Mapping) -> dict:
 def validate(raw: Mapping[str, Any], *, source: str | None = None, partial: bool = False) -> None:
     """Validates a configuration against the JSON Schema.
 
-    Args:
-      partial: `raw` holds some sections only (`JobConfig.replace`): required sections are not
-        asked for; an unknown section still fails.
+    `partial`: `raw` holds some sections only (`JobConfig.replace`); an unknown one still fails.
 
     Raises:
       ConfigError: for the first problem found (the most specific one), naming the field.
@@ -398,8 +394,7 @@ def _check_semantics(cfg: dict, source: str | None) -> None:
 
 
 def dump_config(cfg: JobConfig, path: str) -> None:
-    """Writes the resolved configuration as YAML, atomically."""
+    """Writes the resolved configuration as YAML, atomically (a file: the plain dict, `to_dict`)."""
     from tpuestimator.system.io import atomic_write_text
 
-    # a file: the plain dict (`to_dict`)
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -331,7 +331,7 @@ def test_a_command_module_that_cannot_be_imported_fails_the_parser(monkeypatch):
 # `data.spec.DataSpec`: the one function that reads it by key.
 SECTION_PARSERS = {("data/spec.py", "resolve_section")}
 # The schema's defaults, read by name where a typed field declares its default.
-DEFAULT_TABLES = {"DEFAULTS", "_SECTION_DEFAULTS"}
+DEFAULT_TABLES = {"DEFAULTS", "_SECTION_DEFAULTS", "_SCHEMA_DEFAULTS"}
 
 
 def _section_key_reads(tree: ast.AST) -> list[tuple[ast.AST, str | None]]:
