@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -19,8 +18,9 @@ from typing import Any
 
 import yaml
 
+from tpuestimator.config_views import NESTED_VIEWS, parse_view
 from tpuestimator.errors import ConfigError
-from tpuestimator.schema.fields import unknown_field
+from tpuestimator.schema.fields import config_error, unknown_field
 
 SCHEMA_RESOURCE = "config.schema.json"
 
@@ -67,6 +67,9 @@ def schema() -> dict:
 # Every default of a config, from the schema: the one source (the R package reads the same file).
 DEFAULTS: dict[str, Any] = schema_defaults(schema())
 
+# The sections that have typed views (`cfg.train`, ...); `name`, `model` and `params` are read as they are.
+SECTIONS = ("data", "train", "eval", "predict", "export", "run", "debug")
+
 
 _JSON_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "array": list, "object": dict,
                "null": type(None)}
@@ -88,7 +91,8 @@ def section_type(name: str) -> type:
     declared field, typed from its JSON type (`section_type("train")(batch_size=..., ...)`).
     Generated, not hand-written, so a field added to the schema needs no second declaration."""
     node = schema()["properties"][name]
-    fields = [(key, _field_type(field)) for key, field in node.get("properties", {}).items()]
+    fields = [(key, NESTED_VIEWS[name, key] | None if (name, key) in NESTED_VIEWS else _field_type(field))
+              for key, field in node.get("properties", {}).items()]
     cls = dataclasses.make_dataclass(f"{name.title()}Section", fields, frozen=True, kw_only=True,
                                      namespace={"__doc__": f"The `{name}` section of a job configuration "
                                                            "(fields and types from the JSON Schema)."})
@@ -98,8 +102,12 @@ def section_type(name: str) -> type:
 
 def section_view(raw: Mapping[str, Any], name: str):
     """The `name` section of a filled config dict as its `section_type` (fields absent from
-    the dict, such as data fields without a default, read None)."""
-    values = raw.get(name) or {}
+    the dict, such as data fields without a default, read None); its nested objects parsed into
+    their views (`config_views.NESTED_VIEWS`: `debug.dump` -> `DumpSpec`, ...)."""
+    values = dict(raw.get(name) or {})
+    for (section, key), view in NESTED_VIEWS.items():
+        if section == name:
+            values[key] = parse_view(view, values.get(key), f"{name}.{key}")
     cls = section_type(name)
     return cls(**{field.name: values.get(field.name) for field in dataclasses.fields(cls)})
 
@@ -138,13 +146,17 @@ class JobConfig:
     # Typed views of the sections (`cfg.train.max_steps`): every field the schema declares,
     # and only those, so a field name is spelled in the schema and at its use, never as a
     # `raw["train"]["max_steps"]` string lookup (tests/python/test_architecture.py checks).
-    data = property(lambda self: section_view(self.raw, "data"))
-    train = property(lambda self: section_view(self.raw, "train"))
-    eval = property(lambda self: section_view(self.raw, "eval"))
-    predict = property(lambda self: section_view(self.raw, "predict"))
-    export = property(lambda self: section_view(self.raw, "export"))
-    run = property(lambda self: section_view(self.raw, "run"))
-    debug = property(lambda self: section_view(self.raw, "debug"))
+    # Parsed once, when the config is made (nested objects too: `cfg.debug.dump.dir`).
+    def __post_init__(self):
+        object.__setattr__(self, "_views", {name: section_view(self.raw, name) for name in SECTIONS})
+
+    data = property(lambda self: self._views["data"])
+    train = property(lambda self: self._views["train"])
+    eval = property(lambda self: self._views["eval"])
+    predict = property(lambda self: self._views["predict"])
+    export = property(lambda self: self._views["export"])
+    run = property(lambda self: self._views["run"])
+    debug = property(lambda self: self._views["debug"])
 
     @property
     def has_eval_data(self) -> bool:
@@ -158,6 +170,19 @@ class JobConfig:
     def to_dict(self) -> dict:
         """A plain dict, where one must go: a file (config.yaml, a run's), R, new overrides."""
         return copy.deepcopy(dict(self.raw))
+
+    def with_overrides(self, overrides: Iterable[str]) -> JobConfig:
+        """This config with `--set` strings applied: a real change, validated again as a whole, the
+        source kept (the run record's `script`) and the overrides added to those already applied."""
+        overrides = tuple(overrides)
+        if not overrides:
+            return self
+        raw = self.to_dict()
+        for item in overrides:
+            _apply_override(raw, item)
+        base = os.path.dirname(os.path.abspath(self.source)) if self.source else os.getcwd()
+        _resolve_paths(raw, base)
+        return _finish(raw, self.source, self.overrides + overrides, base_dir=base)
 
     def replace(self, **sections: Any) -> JobConfig:
         """A copy with whole sections merged in: a real change, so the changed sections are checked
@@ -301,52 +326,7 @@ def validate(raw: Mapping[str, Any], *, source: str | None = None, partial: bool
     if not errors:
         return
     err = jsonschema.exceptions.best_match(errors)
-    raise _to_config_error(err, source)
-
-
-def _field_name(path: Iterable) -> str:
-    parts = []
-    for p in path:
-        parts.append(f"[{p}]" if isinstance(p, int) else str(p))
-    return ".".join(parts).replace(".[", "[") or "config"
-
-
-def _to_config_error(err, source: str | None) -> ConfigError:
-    field = _field_name(err.absolute_path)
-    kind = err.validator
-    spec = err.validator_value
-    if kind == "additionalProperties":
-        allowed_keys = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed_keys))
-        name = extra[0] if extra else "?"
-        full = f"{field}.{name}" if field != "config" else name
-        hint = difflib.get_close_matches(name, allowed_keys, n=1)
-        allowed = "one of " + ", ".join(allowed_keys)
-        if hint:
-            allowed += f" (did you mean `{hint[0]}`?)"
-        return ConfigError(full, err.instance.get(name), f"a known field: {allowed}", source=source, unknown=True)
-    if kind == "required":
-        missing = [k for k in spec if k not in err.instance]
-        full = f"{field}.{missing[0]}" if field != "config" else missing[0]
-        return ConfigError(full, None, f"this field is required: {err.schema.get('properties', {}).get(missing[0], {}).get('description', 'set it')}", source=source)
-    if kind == "enum":
-        return ConfigError(field, err.instance, "one of " + ", ".join(repr(v) for v in spec), source=source)
-    if kind == "type":
-        types = spec if isinstance(spec, list) else [spec]
-        return ConfigError(field, err.instance, "a value of type " + " or ".join(types), source=source)
-    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        sym = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
-        return ConfigError(field, err.instance, f"a number {sym} {spec}", source=source)
-    if kind in ("minItems", "maxItems"):
-        return ConfigError(field, err.instance, f"a list with {'at least' if kind == 'minItems' else 'at most'} {spec} items", source=source)
-    if kind == "pattern":
-        what = f" ({err.schema['description']})" if "description" in err.schema else ""  # e.g. grpc://HOST:PORT
-        return ConfigError(field, err.instance, f"a string matching {spec}{what}", source=source)
-    if kind == "minLength":
-        return ConfigError(field, err.instance, "a non-empty string", source=source)
-    if kind == "uniqueItems":
-        return ConfigError(field, err.instance, "a list without repeats", source=source)
-    return ConfigError(field, err.instance, err.message, source=source)
+    raise config_error(err, source)
 
 
 def _check_semantics(cfg: dict, source: str | None) -> None:

@@ -26,7 +26,8 @@ servers = [tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=kind, ta
 os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})
 
 partition = {"min_shard_bytes": 1024}
-strategy, info = make_strategy({"strategy": "parameter_server", "ps_partition": partition})
+strategy, info = make_strategy(RunConfig(model_dir=tempfile.mkdtemp(), strategy="parameter_server",
+                                          ps_partition=partition))
 with strategy.scope():
     big = tf.Variable(tf.zeros([1000, 64]), name="embedding")  # 256 000 bytes: over 2 ps, 2 shards
     small = tf.Variable(tf.zeros([4]), name="bias")  # 16 bytes: one piece

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tpuestimator"
@@ -153,7 +154,7 @@ def test_config_defaults_have_one_source_the_schema():
 # The layers, bottom up, by package (docs/ARCHITECTURE.md): a module imports only from its own
 # layer or those below it. Each sub-package's docstring says the same in words.
 LAYERS = (
-    ("errors", "config", "schema", "spec", "models", "system"),  # contracts: what every layer shares
+    ("errors", "config", "config_views", "schema", "spec", "models", "system"),  # contracts: what every layer shares
     ("core",),  # the Estimator, its loops and state
     ("data", "examples"),  # input pipelines, writers, the bundled examples
     ("runs",),  # run records in tfruns's format, TensorBoard
@@ -401,3 +402,76 @@ def test_data_spec_defaults_are_the_schema_defaults():
         if field.name in DEFAULTS["data"]:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
             assert default == typed.get(field.name, lambda v: v)(DEFAULTS["data"][field.name]), field.name
+
+
+# The fields of the typed views of a config's nested objects (`config_views`), of a table's
+# columns (`models.column_spec.ColumnSpec`) and of a `RunConfig`'s devices (`core.devices.make_strategy`).
+def _view_keys() -> set[str]:
+    import dataclasses
+
+    from tpuestimator.config_views import NESTED_VIEWS
+    from tpuestimator.models.column_spec import ColumnSpec
+
+    keys = {f.name for view in (*NESTED_VIEWS.values(), ColumnSpec) for f in dataclasses.fields(view)}
+    return keys | {"strategy", "num_cpu_devices", "tpu", "zone", "project", "ps_partition"}
+
+
+# The names that hold one of those views where it is read (`dump["dir"]`, `c.get("missing")`,
+# `run.get("tpu")`, `columns[n]["type"]`).
+VIEW_HOLDERS = re.compile(r"^(c|col|column|dump|watch|es|early_stopping|partition|ps_partition|run|run_section)$")
+# Where a table's column is still its manifest dict: the functions that build and check that
+# dict before the manifest is written (what users read and edit); readers get `ColumnSpec`s.
+COLUMN_DICT_BUILDERS = {("models/feature_columns.py", "_with_encoding"), ("models/feature_columns.py", "validate_column"),
+                        ("tables/write.py", "infer_feature_columns")}
+
+
+def _view_key_reads(tree: ast.AST, keys: set[str]) -> list[tuple[ast.AST, str | None]]:
+    """A typed view's field read by string key from a name that holds one; with its function."""
+    where: dict[int, str] = {}
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(func):
+                where[id(node)] = func.name
+
+    def holds_view(base) -> bool:
+        if isinstance(base, ast.Subscript):  # columns[name]["type"]
+            return getattr(base.value, "id", getattr(base.value, "attr", None)) in ("columns", "inferred")
+        name = getattr(base, "id", getattr(base, "attr", None))
+        return bool(name and VIEW_HOLDERS.match(name))
+
+    found = []
+    for node in ast.walk(tree):
+        base = key = None
+        if isinstance(node, ast.Subscript):
+            base, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("get", "setdefault", "pop"):
+            base, key = node.func.value, node.args[0]
+        if isinstance(key, ast.Constant) and key.value in keys and holds_view(base):
+            found.append((node, where.get(id(node))))
+    return found
+
+
+def test_nested_config_objects_columns_and_devices_are_read_typed():
+    """`debug.dump`, `debug.watch`, `eval.early_stopping`, `run.ps_partition` are parsed once into
+    their `config_views` when the config is loaded, a table's columns into `ColumnSpec`s when the
+    data section is resolved, and `make_strategy` takes the `RunConfig`: none of them is read by
+    string key (`dump["dir"]`, `c["type"]`, `run.get("tpu")`) outside config.py and the builders
+    of the manifest's column dicts."""
+    keys = _view_keys()
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if p != PACKAGE / "config.py"] + sorted(bridge.rglob("*.py"))
+    for path in files:
+        rel = path.relative_to(PACKAGE).as_posix() if PACKAGE in path.parents else path.name
+        for node, function in _view_key_reads(ast.parse(path.read_text()), keys):
+            if (rel, function) not in COLUMN_DICT_BUILDERS:
+                offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, "typed views read by string key (read the attribute): " + "; ".join(offenders)
+
+
+def test_view_key_finder_finds_string_lookups():
+    code = ('a = dump["dir"]\nb = watch.get("first_n")\nc["type"]\nd = columns[n]["type"]\ne = run.get("tpu")\n'
+            'f = partition.get("max_shards")\ng = params["vocabulary"]\nh = c.type\ni = manifest["format"]\n'
+            'j = es["metric"]\n')
+    assert sorted(node.lineno for node, _ in _view_key_reads(ast.parse(code), _view_keys())) == [1, 2, 3, 4, 5, 6, 10]

@@ -179,18 +179,19 @@ def test_sidecar_evaluator_of_a_single_chief_evaluates_every_checkpoint(tmp_path
     assert [e["step"] for e in record["evaluations"]] == [10, 20, 30, 40] and record["done"]
 
 
-def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monkeypatch):
+def test_parameter_server_needs_a_tf_config_naming_the_chief_workers_and_ps(monkeypatch, tmp_path):
     from tpuestimator.core.devices import make_strategy
+    from tpuestimator.core.run_config import RunConfig
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(ConfigError) as err:
-        make_strategy({"strategy": "parameter_server"})
+        make_strategy(RunConfig(model_dir=str(tmp_path), strategy="parameter_server"))
     assert err.value.field == "run.strategy" and "TF_CONFIG" in str(err.value) and "tpuestimator cluster" in str(err.value)
     # a worker task never builds the strategy: it serves (cluster.tasks.serve); asked to, it refuses
     cluster = _addresses(ClusterShape(workers=1, ps=1))
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
     with pytest.raises(ConfigError, match="this process as the chief"):
-        make_strategy({"strategy": "parameter_server"})
+        make_strategy(RunConfig(model_dir=str(tmp_path), strategy="parameter_server"))
 
 
 def test_each_tf_config_task_gets_its_duty():

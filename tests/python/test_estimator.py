@@ -202,6 +202,7 @@ def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
     import time
 
     from tpuestimator.core.devices import make_strategy
+    from tpuestimator.core.run_config import RunConfig
     from tpuestimator.errors import TPUUnavailableError
 
     with socket.socket() as s:          # a loopback port with nobody listening
@@ -209,9 +210,9 @@ def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
         port = s.getsockname()[1]
     start = time.monotonic()
     with pytest.raises(TPUUnavailableError, match=r"No TPU is reachable.*grpc://127.0.0.1.*run.strategy: auto"):
-        make_strategy({"strategy": "tpu", "tpu": f"grpc://127.0.0.1:{port}"})
+        make_strategy(RunConfig(model_dir=str(tmp_path), strategy="tpu", tpu=f"grpc://127.0.0.1:{port}"))
     with pytest.raises(TPUUnavailableError, match="no local TPU devices"):
-        make_strategy({"strategy": "tpu", "tpu": "local"})
+        make_strategy(RunConfig(model_dir=str(tmp_path), strategy="tpu", tpu="local"))
     assert time.monotonic() - start < 30
 
 

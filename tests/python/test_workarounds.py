@@ -43,8 +43,9 @@ def test_building_a_strategy_puts_the_work_around_in_place(python_env):
 
     code = ("from tensorflow.python.data.ops import multi_device_iterator_ops as mdi\n"
             "from tpuestimator.core.devices import make_strategy\n"
+            "from tpuestimator.core.run_config import RunConfig\n"
             "assert not hasattr(mdi._create_device_dataset, '__wrapped__')\n"
-            "make_strategy({'strategy': 'mirrored'})\n"
+            "make_strategy(RunConfig(model_dir='unused', strategy='mirrored'))\n"
             "assert hasattr(mdi._create_device_dataset, '__wrapped__')\n")
     proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

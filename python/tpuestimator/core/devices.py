@@ -8,8 +8,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tpuestimator.core import workarounds
 from tpuestimator.core.cluster_task import (
@@ -21,6 +20,9 @@ from tpuestimator.core.cluster_task import (
 )
 from tpuestimator.errors import ConfigError, TPUUnavailableError
 from tpuestimator.models import partitioning
+
+if TYPE_CHECKING:
+    from tpuestimator.core.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +72,9 @@ def split_cpu(num_devices: int) -> None:
 _STRATEGIES: dict = {}
 
 
-def make_strategy(run: Mapping[str, Any]):
-    """Builds (or reuses) the strategy for a config's `run` section.
+def make_strategy(run: RunConfig):
+    """Builds (or reuses) the strategy for a `RunConfig` (its strategy, num_cpu_devices, tpu, zone,
+    project and ps_partition: the config's `run` section).
 
     Returns:
       (strategy, DeviceInfo)
@@ -80,8 +83,7 @@ def make_strategy(run: Mapping[str, Any]):
       TPUUnavailableError: `tpu` asked for but unreachable (never a hang).
       ConfigError: a strategy that cannot be built here, naming `run.strategy`.
     """
-    key = tuple(sorted((k, str(run.get(k))) for k in ("strategy", "num_cpu_devices", "tpu", "zone", "project",
-                                                      "ps_partition")))
+    key = (run.strategy, run.num_cpu_devices, run.tpu, run.zone, run.project, run.ps_partition)
     # Mirrored input iterators are freed when a job's Estimator goes: without this they can
     # block the process for up to a minute each (see the function's docstring).
     workarounds.fast_multi_device_iterator_teardown()
@@ -90,20 +92,20 @@ def make_strategy(run: Mapping[str, Any]):
     return _STRATEGIES[key]
 
 
-def _build_strategy(run: Mapping[str, Any]):
+def _build_strategy(run: RunConfig):
     import tensorflow as tf
 
-    kind = run.get("strategy", "auto")
-    if run.get("num_cpu_devices"):
-        split_cpu(int(run["num_cpu_devices"]))
+    kind = run.strategy
+    if run.num_cpu_devices:
+        split_cpu(int(run.num_cpu_devices))
     if kind == "auto":
-        if run.get("tpu") or os.environ.get("TPU_NAME"):
+        if run.tpu or os.environ.get("TPU_NAME"):
             kind = "tpu"
         elif _in_worker_cluster():  # TF_CONFIG alone switches the same job to synchronous multi-worker
             kind = "multi_worker"
         elif tf.config.list_physical_devices("GPU"):
             kind = "gpu"
-        elif (run.get("num_cpu_devices") or 1) > 1:
+        elif (run.num_cpu_devices or 1) > 1:
             kind = "mirrored"
         else:
             kind = "cpu"
@@ -158,7 +160,7 @@ def describe_strategy(name: str, strategy, kind: str | None = None, topology: st
 
 
 
-def _parameter_server_strategy(run: Mapping[str, Any]):
+def _parameter_server_strategy(run: RunConfig):
     """ParameterServerStrategy for the coordinator (the `chief` task of TF_CONFIG); the `ps`
     and `worker` tasks only run a `tf.distribute.Server` (`cluster.tasks.serve`)."""
     import tensorflow as tf
@@ -169,11 +171,11 @@ def _parameter_server_strategy(run: Mapping[str, Any]):
                           "a TF_CONFIG environment variable naming `chief`, `worker` and `ps` tasks, with this "
                           f"process as the chief (TF_CONFIG task: {task or 'none'}; cluster: {sorted(cluster)}); "
                           "`tpuestimator cluster --workers N --ps M CONFIG` starts such a cluster locally")
-    partition = run.get("ps_partition")
+    partition = run.ps_partition  # a `config_views.PsPartition`
     partitioner = None
     if partition:
-        partitioner = partitioning.PsPartitioner(min_shard_bytes=int(partition.get("min_shard_bytes") or 256 << 10),
-                                                 max_shards=int(partition.get("max_shards") or len(cluster["ps"])))
+        partitioner = partitioning.PsPartitioner(min_shard_bytes=int(partition.min_shard_bytes or 256 << 10),
+                                                 max_shards=int(partition.max_shards or len(cluster["ps"])))
     strategy = tf.distribute.experimental.ParameterServerStrategy(training_cluster_resolver(),
                                                                   variable_partitioner=partitioner)
     if partitioner is not None:
@@ -192,11 +194,11 @@ def is_parameter_server(strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
-def _tpu_strategy(run: Mapping[str, Any]):
+def _tpu_strategy(run: RunConfig):
     import tensorflow as tf
 
-    tpu = run.get("tpu") or os.environ.get("TPU_NAME")
-    where = f"run.tpu={tpu!r} (zone={run.get('zone')!r}, project={run.get('project')!r})"
+    tpu = run.tpu or os.environ.get("TPU_NAME")
+    where = f"run.tpu={tpu!r} (zone={run.zone!r}, project={run.project!r})"
     fix = ("On a Cloud TPU VM install the `tpu` extra (tensorflow-tpu + libtpu) and use run.tpu: local; "
            "elsewhere give the TPU's name with run.zone and run.project, or its grpc://host:port address; "
            "or set run.strategy: auto to train on CPU/GPU. `tpuestimator check CONFIG` rehearses TPU "
@@ -212,7 +214,7 @@ def _tpu_strategy(run: Mapping[str, Any]):
 
     def connect():
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=None if tpu == "local" else tpu, zone=run.get("zone"), project=run.get("project"))
+            tpu=None if tpu == "local" else tpu, zone=run.zone, project=run.project)
         tf.config.experimental_connect_to_cluster(resolver)
         return resolver, tf.tpu.experimental.initialize_tpu_system(resolver)
 

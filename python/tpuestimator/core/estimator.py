@@ -79,7 +79,7 @@ class Estimator:
     @property
     def strategy(self):
         if self._strategy is None:
-            self._strategy, self._device = make_strategy(self.config.run_section())
+            self._strategy, self._device = make_strategy(self.config)
         elif self._device is None:
             self._device = describe_strategy(type(self._strategy).__name__, self._strategy)
         return self._strategy

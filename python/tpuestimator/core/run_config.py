@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from tpuestimator.config import DEFAULTS
+from tpuestimator.config_views import PsPartition, parse_view
 from tpuestimator.errors import ConfigError
 
 
@@ -41,9 +42,11 @@ class RunConfig:
     nan_sentinel: bool = _from_config("debug.nan_sentinel")
     warm_start_from: str | None = _from_config("train.warm_start_from")
     ps_steps_per_invocation: int = _from_config("run.ps_steps_per_invocation")
-    ps_partition: dict | None = _from_config("run.ps_partition")
+    ps_partition: PsPartition | None = _from_config("run.ps_partition")
 
     def __post_init__(self):
+        # a dict (a library user's) parsed once into the typed view the config gives
+        object.__setattr__(self, "ps_partition", parse_view(PsPartition, self.ps_partition, "run.ps_partition"))
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "iterations_per_loop",
                      "keep_checkpoint_max", "ps_steps_per_invocation"):
             value = getattr(self, name)
@@ -67,7 +70,3 @@ class RunConfig:
                 section, name = key.split(".")
                 values[field.name] = getattr(getattr(job, section), name)
         return cls(model_dir=model_dir or job.model_dir, **values)
-
-    def run_section(self) -> dict:
-        return {"strategy": self.strategy, "num_cpu_devices": self.num_cpu_devices, "tpu": self.tpu,
-                "zone": self.zone, "project": self.project, "ps_partition": self.ps_partition}

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from tpuestimator.config_views import EarlyStopping  # defined beside the config: `eval.early_stopping` is one
 from tpuestimator.core.controller import EvalCadence
 from tpuestimator.core.hooks import as_hook
 from tpuestimator.core.stopping import EarlyStoppingHook, improved, read_state
@@ -32,22 +33,6 @@ class TrainSpec:
     input_fn: Callable
     max_steps: int | None = None
     hooks: Sequence[Any] = ()
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EarlyStopping:
-    """Stop when `metric` has not improved by `min_delta` for `patience` evaluations."""
-
-    metric: str
-    mode: str = "min"
-    patience: int = 3
-    min_delta: float = 0.0
-
-    def __post_init__(self):
-        if self.mode not in ("min", "max"):
-            raise ValueError(f"`mode` ({self.mode!r}) must be 'min' or 'max'.")
-        if self.patience < 0:
-            raise ValueError(f"`patience` ({self.patience}) must be >= 0.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,6 @@ from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
 from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
 from tpuestimator.errors import DataError
-from tpuestimator.models.feature_columns import missing_default
 from tpuestimator.models.table_preprocessing import preprocessor_for
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ def parse_spec(spec: specs.DataSpec, mode: str) -> dict[str, Any]:
             out[name] = tf.io.FixedLenFeature([], tf.int64, default_value=default)
         else:
             # a table column with a missing-value policy: records leave a missing value out
-            default = missing_default(columns[name]) if name in columns else None
+            default = columns[name].missing_default() if name in columns else None
             out[name] = tf.io.FixedLenFeature(feature.shape, _DTYPES[feature.dtype], default_value=default)
     if spec.label is None and mode != "predict":
         raise DataError("data.label is not set; with data.format 'features' name the int64 label feature "

@@ -43,7 +43,7 @@ def check_example(spec: specs.DataSpec, example: tf.train.Example, mode: str = "
         if name not in feats:
             if feature.kind == "label" and mode == "predict":
                 continue
-            if columns.get(name, {}).get("missing", "error") != "error":
+            if name in columns and columns[name].missing_policy != "error":
                 continue  # a table's missing value: the writer leaves it out, the parser fills in the policy's
             present = ", ".join(sorted(feats)) or "none"
             return name, (f"feature {name!r} is missing (the record has: {present}); expected "

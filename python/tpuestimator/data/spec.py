@@ -24,6 +24,7 @@ from tpuestimator.data.spec_types import (  # noqa: F401  (imported from here)
     RecordFeature,
 )
 from tpuestimator.errors import DataError
+from tpuestimator.models.column_spec import ColumnSpec, parse_columns
 
 FORMATS = ("mnist", "flowers", "features")
 
@@ -41,8 +42,16 @@ MANIFEST_VERSION = 1
 _SECTION_DEFAULTS: dict[str, Any] = DEFAULTS["data"]
 
 
+# Manifests read in this process, by path: (modification time, size) when read, the parsed file.
+# A job resolves its data section several times (preflight, params, each input, exports): the
+# file is read once, and again only when it changed.
+_MANIFESTS: dict[str, tuple[tuple[int, int], dict]] = {}
+_MANIFESTS_KEPT = 32
+
+
 def load_manifest(path: str) -> dict:
-    """Reads a manifest.json written by `tpuestimator.data.writers` (or a folder holding one).
+    """Reads a manifest.json written by `tpuestimator.data.writers` (or a folder holding one);
+    read once per process while its modification time and size stay the same.
 
     Raises:
       DataError: when the file is missing or not a manifest.
@@ -53,6 +62,24 @@ def load_manifest(path: str) -> dict:
     if not tf.io.gfile.exists(path):
         raise DataError(f"data.manifest: {path!r} does not exist. Point data.manifest at the "
                         f"{MANIFEST_NAME} that `tpuestimator data write` wrote beside the shards.", path=path)
+    stat = tf.io.gfile.stat(path)
+    stamp = (int(stat.mtime_nsec), int(stat.length))
+    cached = _MANIFESTS.get(path)
+    if cached is None or cached[0] != stamp:
+        cached = _MANIFESTS[path] = (stamp, read_manifest_file(path))
+        while len(_MANIFESTS) > _MANIFESTS_KEPT:
+            _MANIFESTS.pop(next(iter(_MANIFESTS)))
+    return copy.deepcopy(cached[1])
+
+
+def read_manifest_file(path: str) -> dict:
+    """The manifest file at `path`, parsed and checked (`load_manifest` reads through this, once).
+
+    Raises:
+      DataError: when it is not valid JSON or not a manifest.
+    """
+    import tensorflow as tf
+
     try:
         with tf.io.gfile.GFile(path, "r") as fh:
             manifest = json.loads(fh.read())
@@ -126,7 +153,11 @@ def resolve_section(data_section: Mapping[str, Any] | Any) -> DataSpec:
         if manifest.get("feature_columns"):
             from tpuestimator.models.feature_columns import apply_overrides
 
-            section["feature_columns"] = apply_overrides(manifest["feature_columns"], section.get("feature_columns"))
+            # parsed here, once the config's overrides are merged in; a key no column has is named
+            # with the manifest's file when the manifest has it, else as the config's field
+            parse_columns(manifest["feature_columns"], source=manifest_path(section["manifest"]))
+            section["feature_columns"] = parse_columns(
+                apply_overrides(manifest["feature_columns"], section.get("feature_columns")), where="data.feature_columns")
         if manifest.get("task"):
             section.setdefault("task", manifest["task"])
         if manifest.get("label_stats"):  # a regression label's training mean and std (tables.write)
@@ -156,7 +187,8 @@ def resolve_section(data_section: Mapping[str, Any] | Any) -> DataSpec:
                             "as {name: {dtype: float32|int64|string, shape: [...]}}.")
     section["augment"] = Augment(**(section.get("augment") or {}))
     section["assertions"] = tuple(Assertion(**a) for a in section.get("assertions") or ())
-    section["feature_columns"] = section.get("feature_columns") or {}
+    # without a manifest: a section as written (an export's metadata holds the merged columns)
+    section["feature_columns"] = parse_columns(section.get("feature_columns"), where="data.feature_columns")
     known = {f.name for f in dataclasses.fields(DataSpec)}
     return DataSpec(**{k: v for k, v in section.items() if k in known}, **found)
 
@@ -197,7 +229,7 @@ def is_regression(spec: DataSpec) -> bool:
     return spec.task == "regression"
 
 
-def feature_columns(spec: DataSpec) -> dict[str, dict] | None:
+def feature_columns(spec: DataSpec) -> dict[str, ColumnSpec] | None:
     """The table's feature columns (`tpuestimator.models.feature_columns`), None for data that is no table."""
     return dict(spec.feature_columns or {}) or None
 

@@ -1,5 +1,6 @@
 """The typed objects of the data layer: a resolved `data` section (`DataSpec`, made by
-`data.spec.resolve_section`) and its parts (`ImageSpec`, `Augment`, `Assertion`), and a
+`data.spec.resolve_section`) and its parts (`ImageSpec`, `Augment`, `Assertion`, a table's
+`models.column_spec.ColumnSpec`s), and a
 record's stored feature (`RecordFeature`). Frozen, keyword-only: a field is an attribute.
 
 No TensorFlow.
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator.config import DEFAULTS, section_type
+from tpuestimator.models.column_spec import ColumnSpec, columns_as_dicts
 
 # The data section's defaults: the schema's (`tpuestimator.config.DEFAULTS`).
 _SCHEMA_DEFAULTS: dict[str, Any] = DEFAULTS["data"]
@@ -99,7 +101,7 @@ class DataSpec:
     label: str | None = None
     vocabulary: list[str] | str | None = None
     features: Mapping[str, Mapping[str, Any]] | None = None
-    feature_columns: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    feature_columns: Mapping[str, ColumnSpec] = dataclasses.field(default_factory=dict)
     task: str | None = None
     shuffle_buffer: int = _SCHEMA_DEFAULTS["shuffle_buffer"]
     cache: bool = _SCHEMA_DEFAULTS["cache"]
@@ -134,6 +136,8 @@ class DataSpec:
             value = getattr(self, field.name)
             if isinstance(value, (ImageSpec, Augment)):
                 value = {k: v for k, v in dataclasses.asdict(value).items() if v is not None and v is not False}
+            elif field.name == "feature_columns":
+                value = columns_as_dicts(value)
             elif field.name == "assertions":
                 value = [{k: v for k, v in dataclasses.asdict(a).items() if v is not None} for a in value]
             if value is not None or field.name in _SCHEMA_DEFAULTS:

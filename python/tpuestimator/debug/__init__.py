@@ -55,25 +55,24 @@ def hooks_from_config(debug: Any, *, logdir: str | None, model_dir: str,
       model_dir: the model dir (a relative `debug.dump.dir` is taken from the working folder).
     """
     hooks: list = []
-    dump = debug.dump
+    dump = debug.dump  # a `config_views.DumpSpec`
     if dump:
         from tpuestimator.debug.dumps import DumpHook
         from tpuestimator.errors import ConfigError
 
-        if not dump.get("steps"):
-            raise ConfigError("debug.dump.steps", dump.get("steps"),
+        if not dump.steps:
+            raise ConfigError("debug.dump.steps", dump.steps,
                               "the steps to dump, [first, last] (dumping every step is too slow and too large)")
-        directory = dump["dir"]
+        directory = dump.dir
         if base_dir and not os.path.isabs(directory):
             directory = os.path.join(base_dir, directory)
-        hooks.append(DumpHook(directory, dump["steps"], mode=dump.get("mode") or "FULL_HEALTH",
-                              op_regex=dump.get("op_regex")))
-    watch = debug.watch
+        hooks.append(DumpHook(directory, dump.steps, mode=dump.mode, op_regex=dump.op_regex))
+    watch = debug.watch  # a `config_views.WatchSpec`
     if watch:
         from tpuestimator.hooks.watch import WatchHook
 
-        hooks.append(WatchHook(watch["outputs"], first_n=watch.get("first_n"), summarize=watch.get("summarize") or 3,
-                               every_n_loops=watch.get("every_n_loops") or 1))
+        hooks.append(WatchHook(watch.outputs, first_n=watch.first_n, summarize=watch.summarize,
+                               every_n_loops=watch.every_n_loops))
     if debug.profile_steps:
         from tpuestimator.hooks.profiler import ProfilerHook
 

@@ -10,6 +10,7 @@ from tpuestimator import data
 from tpuestimator.config import JobConfig
 from tpuestimator.core.estimator import Estimator, RunConfig
 from tpuestimator.errors import ConfigError
+from tpuestimator.models.column_spec import columns_as_dicts
 
 
 def model_params(cfg: JobConfig) -> dict:
@@ -17,7 +18,8 @@ def model_params(cfg: JobConfig) -> dict:
     params = cfg.params
     spec = data.resolve_section(cfg.data) if cfg.data.manifest or cfg.data.format else None
     if spec is not None and spec.feature_columns and "feature_columns" not in params:
-        params["feature_columns"] = dict(spec.feature_columns)  # a table: the canned models read its columns
+        # a table: the canned models read its columns (params stay plain: the manifest's dicts)
+        params["feature_columns"] = columns_as_dicts(spec.feature_columns)
     if spec is not None and spec.task:
         if params.get("task", spec.task) != spec.task:
             raise ConfigError("params.task", params["task"], f"{spec.task}: the table's label is "

@@ -24,7 +24,7 @@ from tpuestimator.core.checkpointing import CheckpointMismatchError
 from tpuestimator.core.cluster_task import remove_scratch, scratch_dir, task_role
 from tpuestimator.core.devices import sync_workers
 from tpuestimator.core.hooks import HookList
-from tpuestimator.core.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+from tpuestimator.core.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
 from tpuestimator.debug import hooks_from_config, numerics
 from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.errors import DiskFullError
@@ -92,10 +92,10 @@ class JobResult:
 
 def _as_config(config, overrides: Iterable[str]) -> JobConfig:
     """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end).
-    With overrides it is a real change of fields, given as `--set` strings: they are applied to
-    its plain dict and the result loaded (validated) as any config with overrides is."""
+    With overrides it is a real change of fields, given as `--set` strings, validated again
+    (`JobConfig.with_overrides`: its source, the run record's `script`, kept)."""
     if isinstance(config, JobConfig):
-        return config if not overrides else load_config(config.to_dict(), overrides)
+        return config.with_overrides(overrides)
     return load_config(config, overrides)
 
 
@@ -311,9 +311,8 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     exporters = make_exporters(exp.exporters, export_base, keep=exp.keep, best_metric=exp.best_metric,
                                best_mode=exp.best_mode, serving_inputs=serving_inputs,
                                assets_extra=metadata) if export and exp.enabled else []
-    es = cfg.eval.early_stopping
     eval_spec = EvalSpec(input_fn=eval_fn, steps=cfg.eval.steps, every_n_steps=cfg.eval.every_n_steps,
-                         exporters=exporters, early_stopping=EarlyStopping(**es) if es else None) if eval_fn else None
+                         exporters=exporters, early_stopping=cfg.eval.early_stopping) if eval_fn else None
     max_steps = cfg.train.max_steps
     if cfg.train.steps is not None:
         max_steps = estimator.global_step + cfg.train.steps

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.models import tabular
-from tpuestimator.models.feature_columns import cardinality, check_input_names, input_name
+from tpuestimator.models.column_spec import ColumnSpec, parse_columns
+from tpuestimator.models.feature_columns import check_input_names, input_name
 from tpuestimator.models.heads import head_spec, output_units
 
 # The parameters each canned model reads and their defaults when `params` leaves them out
@@ -39,13 +40,14 @@ PARAM_DEFAULTS: dict[str, dict] = {
 }
 
 
-def _columns(params: dict) -> dict[str, dict]:
+def _columns(params: dict) -> dict[str, ColumnSpec]:
+    """The table's columns: params (plain, as a model function's are) hold the manifest's dicts."""
     columns = params.get("feature_columns")
     if not columns:
         raise ModelFnError("this model needs a table: write one with `tpuestimator data write table.csv --label y` "
                            "(or tpuestimator.tables.write_table) and name its manifest in data.manifest.")
     check_input_names(list(columns), where="data.feature_columns")
-    return columns
+    return parse_columns(columns, where="params.feature_columns")
 
 
 def _inputs(params: dict):
@@ -53,19 +55,18 @@ def _inputs(params: dict):
 
     columns = _columns(params)
     # keyed by input name, as `table_preprocessing` hands the model its features
-    return {input_name(name): keras.Input(shape=(), dtype="float32" if c["type"] == "numeric" else "int32",
+    return {input_name(name): keras.Input(shape=(), dtype="float32" if c.type == "numeric" else "int32",
                                           name=input_name(name)) for name, c in columns.items()}
 
 
 def _serving(params: dict) -> dict:
     import tensorflow as tf
 
-    from tpuestimator.models.feature_columns import record_columns
     from tpuestimator.models.table_preprocessing import preprocessor_for
 
     columns = _columns(params)
-    inputs = {name: tf.TensorSpec([], tf.as_dtype(c["dtype"]), name=input_name(name))
-              for name, c in record_columns(columns).items()}
+    inputs = {name: tf.TensorSpec([], tf.as_dtype(c.dtype), name=input_name(name))
+              for name, c in columns.items() if c.stored}
     return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
 
 
@@ -102,13 +103,13 @@ def _wide_logits(inputs, columns, units: int, names, name: str, l2=None):
     import keras
 
     terms = []
-    numerics = [keras.ops.expand_dims(inputs[input_name(n)], -1) for n in names if columns[n]["type"] == "numeric"]
+    numerics = [keras.ops.expand_dims(inputs[input_name(n)], -1) for n in names if columns[n].type == "numeric"]
     if numerics:
         x = numerics[0] if len(numerics) == 1 else keras.layers.Concatenate(name=f"{name}_numeric")(numerics)
         terms.append(keras.layers.Dense(units, kernel_regularizer=l2, name=f"{name}_numeric_weights")(x))
     for n in names:
-        if columns[n]["type"] != "numeric":
-            terms.append(keras.layers.Embedding(cardinality(columns[n]), units, embeddings_initializer="zeros",
+        if columns[n].type != "numeric":
+            terms.append(keras.layers.Embedding(columns[n].cardinality, units, embeddings_initializer="zeros",
                                                 embeddings_regularizer=l2,
                                                 name=f"{name}_{input_name(n)}_weights")(inputs[input_name(n)]))
     if not terms:
@@ -139,13 +140,13 @@ def _deep_input(inputs, columns, names, name: str):
     parts = []
     for n in names:
         c = columns[n]
-        if c["type"] == "numeric":
+        if c.type == "numeric":
             parts.append(keras.ops.expand_dims(inputs[input_name(n)], -1))
-        elif c.get("encoding") == "embedding":
-            parts.append(keras.layers.Embedding(cardinality(c), int(c["embedding_dim"]),
+        elif c.encoding == "embedding":
+            parts.append(keras.layers.Embedding(c.cardinality, int(c.embedding_dim),
                                                 name=f"{name}_{input_name(n)}_embedding")(inputs[input_name(n)]))
         else:
-            parts.append(keras.ops.one_hot(inputs[input_name(n)], cardinality(c)))
+            parts.append(keras.ops.one_hot(inputs[input_name(n)], c.cardinality))
     if not parts:
         raise ConfigError("data.feature_columns", sorted(columns), "at least one column in the dnn part")
     return parts[0] if len(parts) == 1 else keras.layers.Concatenate(name=f"{name}_inputs")(parts)
@@ -199,9 +200,8 @@ def wide_and_deep(params: dict):
 
     columns = _columns(params)
     inputs = _inputs(params)
-    wide_names = [n for n, c in columns.items() if c.get("part", "both") in ("wide", "both")]
-    deep_names = [n for n, c in columns.items() if c.get("part", "both") in ("deep", "both")
-                  and c["type"] != "crossed"]
+    wide_names = [n for n, c in columns.items() if c.model_part in ("wide", "both")]
+    deep_names = [n for n, c in columns.items() if c.model_part in ("deep", "both") and c.stored]
     units = output_units(params)
     wide = _wide_logits(inputs, columns, units, wide_names, "wide", _l2(params))
     deep = keras.layers.Dense(units, dtype="float32", name="deep_outputs")(

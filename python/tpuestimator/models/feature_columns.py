@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
+from tpuestimator.models.column_spec import OOV_BUCKETS, ColumnSpec, parse_columns
 
 TYPES = ("numeric", "bucketized", "categorical", "hashed", "identity", "crossed")
 INDEX_TYPES = ("bucketized", "categorical", "hashed", "identity", "crossed")
@@ -41,7 +42,6 @@ PARTS = ("wide", "deep", "both")
 MAX_VOCABULARY = 1000
 HASH_BUCKETS = 1024
 ONE_HOT_MAX = 16
-OOV_BUCKETS = 1
 
 
 def embedding_dim(cardinality: int) -> int:
@@ -49,18 +49,9 @@ def embedding_dim(cardinality: int) -> int:
     return int(min(32, max(2, round(2 * cardinality ** 0.25))))
 
 
-def cardinality(column: Mapping[str, Any]) -> int:
-    """The number of distinct indices a non-numeric column produces."""
-    kind = column["type"]
-    if kind == "categorical":
-        return len(column["vocabulary"]) + int(column.get("oov_buckets", OOV_BUCKETS))
-    if kind == "bucketized":
-        return len(column["boundaries"]) + 1
-    if kind == "identity":
-        return int(column["buckets"]) + 1
-    if kind in ("hashed", "crossed"):
-        return int(column["buckets"])
-    raise ValueError(f"column type {kind!r} has no cardinality")
+def cardinality(column: Mapping[str, Any] | ColumnSpec) -> int:
+    """The number of distinct indices a non-numeric column (a `ColumnSpec` or its dict) produces."""
+    return ColumnSpec.parse("column", column).cardinality
 
 
 def _with_encoding(column: dict) -> dict:
@@ -256,52 +247,45 @@ def check_input_names(names: Sequence[str], *, where: str) -> None:
         seen[key] = name
 
 
-def record_columns(columns: Mapping[str, dict]) -> dict[str, dict]:
-    """The columns stored in the records (all but crosses)."""
-    return {k: v for k, v in columns.items() if v["type"] != "crossed"}
+def record_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns stored in the records (all but crosses), `ColumnSpec`s or their dicts."""
+    return {k: v for k, v in columns.items() if ColumnSpec.parse(k, v).stored}
 
 
-def missing_default(column: Mapping[str, Any]):
+def missing_default(column: Mapping[str, Any] | ColumnSpec):
     """The value a missing entry takes under the column's policy (None: the policy is `error`)."""
-    policy = column.get("missing", "error")
-    if policy == "error":
-        return None
-    if policy == "mean":
-        return float(column.get("mean", 0.0))
-    if policy == "zero":
-        return 0 if column["dtype"] == "int64" else (0.0 if column["dtype"] == "float32" else "")
-    # oov: a value no vocabulary holds
-    return "" if column["dtype"] == "string" else -1
+    return ColumnSpec.parse("column", column).missing_default()
 
 
-def check_missing(name: str, values: np.ndarray, column: Mapping[str, Any], *, where: str) -> np.ndarray:
+def check_missing(name: str, values: np.ndarray, column: Mapping[str, Any] | ColumnSpec, *, where: str) -> np.ndarray:
     """The mask of missing values of a column; a `DataError` when the policy is `error` and some are missing.
 
     Raises:
       DataError: naming the column, how many rows and which, and the fix.
     """
+    column = ColumnSpec.parse(name, column)
     mask = missing_mask(values)
     count = int(mask.sum())
-    if count and column.get("missing", "error") == "error":
+    if count and column.missing_policy == "error":
         rows = np.flatnonzero(mask)
         shown = ", ".join(str(int(r)) for r in rows[:5]) + (", ..." if count > 5 else "")
-        fix = "mean or zero" if column["type"] in ("numeric", "bucketized") else "oov"
+        fix = "mean or zero" if column.type in ("numeric", "bucketized") else "oov"
         raise DataError(f"{where}: column {name!r} has {count} missing value(s) (NA) in rows {shown}. Drop those "
                         f"rows, fill them, or give the column a missing-value policy: missing={{{name!r}: "
                         f"{fix.split()[0]!r}}} ({fix}).", feature=name, record=int(rows[0]))
     return mask
 
 
-def table_summary(columns: Mapping[str, dict]) -> str:
-    """One line per column, for logs and the CLI."""
+def table_summary(columns: Mapping[str, Any]) -> str:
+    """One line per column (`ColumnSpec`s or a manifest's dicts), for logs and the CLI."""
     lines = []
-    for name, c in columns.items():
-        detail = {"numeric": lambda c: f"mean {c.get('mean', 0):.4g}, variance {c.get('variance', 1):.4g}",
-                  "categorical": lambda c: f"{len(c['vocabulary'])} values + {c.get('oov_buckets', 1)} OOV",
-                  "bucketized": lambda c: f"{len(c['boundaries']) + 1} buckets",
-                  "hashed": lambda c: f"{c['buckets']} buckets",
-                  "identity": lambda c: f"{c['buckets']} ids",
-                  "crossed": lambda c: f"{' x '.join(c['columns'])}, {c['buckets']} buckets"}[c["type"]](c)
-        enc = f", {c['encoding']}" if c["type"] in INDEX_TYPES else ""
-        lines.append(f"{name}: {c['type']} ({detail}{enc}), missing: {c.get('missing', 'error')}")
+    for name, c in parse_columns(columns).items():
+        detail = {"numeric": lambda c: f"mean {c.mean or 0:.4g}, variance {1 if c.variance is None else c.variance:.4g}",
+                  "categorical": lambda c: f"{len(c.vocabulary)} values + {c.cardinality - len(c.vocabulary)} OOV",
+                  "bucketized": lambda c: f"{len(c.boundaries) + 1} buckets",
+                  "hashed": lambda c: f"{c.buckets} buckets",
+                  "identity": lambda c: f"{c.buckets} ids",
+                  "crossed": lambda c: f"{' x '.join(c.columns)}, {c.buckets} buckets"}[c.type](c)
+        enc = f", {c.encoding}" if c.type in INDEX_TYPES else ""
+        lines.append(f"{name}: {c.type} ({detail}{enc}), missing: {c.missing_policy}")
     return "\n".join(lines)

@@ -21,17 +21,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.models.feature_columns import cardinality, input_name, record_columns
+from tpuestimator.models.column_spec import ColumnSpec, columns_as_dicts, parse_columns
+from tpuestimator.models.feature_columns import input_name
 
 
-def encoded_features(columns: Mapping[str, dict]) -> dict[str, tuple[list[int], str]]:
+def encoded_features(columns: Mapping[str, ColumnSpec]) -> dict[str, tuple[list[int], str]]:
     """What the model receives: input name -> (shape without batch, dtype name)."""
-    return {input_name(name): ([], "float32" if c["type"] == "numeric" else "int32") for name, c in columns.items()}
+    return {input_name(name): ([], "float32" if c.type == "numeric" else "int32") for name, c in columns.items()}
 
 
-def raw_dtype(column: Mapping[str, Any]) -> str:
+def raw_dtype(column: ColumnSpec) -> str:
     """The dtype of a column's raw values (in the records and the export's `features` signature)."""
-    return column["dtype"]
+    return column.dtype
 
 
 class TablePreprocessor:
@@ -41,39 +42,38 @@ class TablePreprocessor:
     lookup tables; one instance per set of columns (`preprocessor_for`), built eagerly.
     """
 
-    def __init__(self, columns: Mapping[str, dict]):
+    def __init__(self, columns: Mapping[str, ColumnSpec]):
         import keras
         import tensorflow as tf
 
-        self.columns = {k: dict(v) for k, v in columns.items()}
+        self.columns = parse_columns(columns)
         layers: dict[str, Any] = {}
         with tf.init_scope():
             for name, c in self.columns.items():
-                kind = c["type"]
+                kind = c.type
                 if kind == "numeric":
-                    layers[name] = keras.layers.Normalization(axis=None, mean=c["mean"], variance=c["variance"]) \
-                        if c.get("normalize", True) else None
+                    layers[name] = keras.layers.Normalization(axis=None, mean=c.mean, variance=c.variance) \
+                        if c.normalized else None
                 elif kind == "bucketized":
-                    layers[name] = keras.layers.Discretization(bin_boundaries=list(c["boundaries"]))
+                    layers[name] = keras.layers.Discretization(bin_boundaries=list(c.boundaries))
                 elif kind == "categorical":
-                    lookup = keras.layers.StringLookup if c["dtype"] == "string" else keras.layers.IntegerLookup
-                    vocab = [str(v) for v in c["vocabulary"]] if c["dtype"] == "string" else \
-                        [int(v) for v in c["vocabulary"]]
-                    layers[name] = lookup(vocabulary=vocab, num_oov_indices=int(c.get("oov_buckets", 1)),
+                    lookup = keras.layers.StringLookup if c.dtype == "string" else keras.layers.IntegerLookup
+                    vocab = [str(v) for v in c.vocabulary] if c.dtype == "string" else [int(v) for v in c.vocabulary]
+                    layers[name] = lookup(vocabulary=vocab, num_oov_indices=c.cardinality - len(vocab),
                                           mask_token=None)
                 elif kind in ("hashed", "crossed"):
                     layers[name] = (keras.layers.Hashing if kind == "hashed" else keras.layers.HashedCrossing)(
-                        num_bins=int(c["buckets"]))
+                        num_bins=int(c.buckets))
                 else:
                     layers[name] = None  # identity: a range check
             # Built here, eagerly: a layer built by its first call inside a tf.data map or a
             # signature would keep that graph's constants and break the next graph using it.
             for name, layer in layers.items():
-                if layer is not None and self.columns[name]["type"] != "crossed":
+                if layer is not None and self.columns[name].stored:
                     c = self.columns[name]
                     dummy = {"string": tf.constant([""]), "int64": tf.constant([0], tf.int64)}.get(
-                        c["dtype"], tf.constant([0.0]))
-                    if c["type"] in ("numeric", "bucketized"):
+                        c.dtype, tf.constant([0.0]))
+                    if c.type in ("numeric", "bucketized"):
                         dummy = tf.constant([0.0])
                     layer(dummy)
         self.module = tf.Module(name="table_preprocessing")
@@ -83,36 +83,36 @@ class TablePreprocessor:
     @property
     def raw_inputs(self) -> dict[str, tuple[list[int], str]]:
         """The raw values it takes: name -> ([], dtype name)."""
-        return {name: ([], raw_dtype(c)) for name, c in record_columns(self.columns).items()}
+        return {name: ([], raw_dtype(c)) for name, c in self.columns.items() if c.stored}
 
     def __call__(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         import tensorflow as tf
 
         out: dict[str, Any] = {}
         for name, c in self.columns.items():
-            if c["type"] == "crossed":
+            if not c.stored:
                 continue
             value = tf.reshape(raw[name], [-1])
-            kind = c["type"]
+            kind = c.type
             if kind == "numeric":
                 value = tf.cast(value, tf.float32)
                 out[name] = self.layers[name](value) if self.layers[name] is not None else value
             elif kind == "bucketized":
                 out[name] = tf.cast(self.layers[name](tf.cast(value, tf.float32)), tf.int32)
             elif kind == "identity":
-                n = int(c["buckets"])
+                n = int(c.buckets)
                 value = tf.cast(value, tf.int64)
                 out[name] = tf.cast(tf.where((value >= 0) & (value < n), value, n), tf.int32)
             else:
                 out[name] = tf.cast(self.layers[name](value), tf.int32)
         for name, c in self.columns.items():
-            if c["type"] == "crossed":
-                parts = tuple(tf.cast(out[p], tf.int64) for p in c["columns"])
+            if c.type == "crossed":
+                parts = tuple(tf.cast(out[p], tf.int64) for p in c.columns)
                 out[name] = tf.cast(self.layers[name](parts), tf.int32)
         return {input_name(name): value for name, value in out.items()}
 
     def cardinalities(self) -> dict[str, int]:
-        return {k: cardinality(c) for k, c in self.columns.items() if c["type"] != "numeric"}
+        return {k: c.cardinality for k, c in self.columns.items() if c.type != "numeric"}
 
 
 @functools.lru_cache(maxsize=16)
@@ -120,7 +120,8 @@ def _cached(key: str) -> TablePreprocessor:
     return TablePreprocessor(json.loads(key))
 
 
-def preprocessor_for(columns: Mapping[str, dict]) -> TablePreprocessor:
+def preprocessor_for(columns: Mapping[str, ColumnSpec]) -> TablePreprocessor:
     """The one `TablePreprocessor` of these columns in this process (the input pipeline, the
-    model function and the export share it, so the export tracks the tables its signatures use)."""
-    return _cached(json.dumps(columns, sort_keys=True))
+    model function and the export share it, so the export tracks the tables its signatures use;
+    keyed by the columns' JSON, as the manifest holds them)."""
+    return _cached(json.dumps(columns_as_dicts(parse_columns(columns)), sort_keys=True))

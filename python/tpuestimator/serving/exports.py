@@ -74,10 +74,12 @@ def export_metadata(cfg, estimator) -> dict:
             "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
     from tpuestimator.data.spec import resolve_section
+    from tpuestimator.models.column_spec import columns_as_dicts
 
     spec = resolve_section(cfg.data)
     if spec.feature_columns:  # a table: what its raw values are (predict_table, evaluate)
-        meta["table"] = {"feature_columns": spec.feature_columns, "task": spec.task, "label": spec.label}
+        meta["table"] = {"feature_columns": columns_as_dicts(spec.feature_columns), "task": spec.task,
+                         "label": spec.label}
     return meta
 
 

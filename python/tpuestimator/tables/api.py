@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.models.feature_columns import missing_default, missing_mask, record_columns
+from tpuestimator.models.column_spec import parse_columns
+from tpuestimator.models.feature_columns import missing_mask
 from tpuestimator.tables.frames import column_values, read_table
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
                    runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
 
 
-def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newdata") -> dict[str, np.ndarray]:
+def table_inputs(frame: Any, columns: Mapping[str, Any], *, where: str = "newdata") -> dict[str, np.ndarray]:
     """A data frame's columns as the raw inputs of an export's `features` signature: each column
     converted to its dtype, a missing value replaced by its policy's default.
 
@@ -100,14 +101,15 @@ def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newda
     """
     frame, _ = read_table(frame)
     out = {}
-    for name, column in record_columns(columns).items():
+    columns = parse_columns(columns)
+    for name, column in ((k, c) for k, c in columns.items() if c.stored):
         if name not in frame.columns:
             raise DataError(f"{where}: column {name!r} is missing; the model was trained on the columns "
-                            f"{sorted(record_columns(columns))}. Add it (values may be NA where the column has a "
+                            f"{sorted(k for k, c in columns.items() if c.stored)}. Add it (values may be NA where the column has a "
                             "missing-value policy).", feature=name)
         values, _ = column_values(frame[name])
         mask = missing_mask(values)
-        default = missing_default(column)
+        default = column.missing_default()
         if mask.any() and default is None:
             rows = np.flatnonzero(mask)
             raise DataError(f"{where}: column {name!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
@@ -119,7 +121,7 @@ def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newda
 
 
 def _convert(name, values, mask, column, default, where) -> np.ndarray:
-    dtype = column["dtype"]
+    dtype = column.dtype
     result = []
     for i, v in enumerate(values):
         if mask[i]:
@@ -163,7 +165,7 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
     if not columns:
         raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
                           "write_table / `tpuestimator data write --label`)")
-    inputs = table_inputs(frame, columns)  # by column name; `export.run` maps them to the signature's names
+    inputs = table_inputs(frame, parse_columns(columns, where="the export's feature_columns"))  # by column name; `export.run` maps them to the signature's names
     n = len(next(iter(inputs.values())))
     class_names = [str(c) for c in export.meta.get("class_names") or []]
     out: dict[str, list] = {}
