@@ -20,7 +20,8 @@ CARS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "tables" / "
 def manifest_path(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cars") / "d"
     write_table(CARS, out, label="mpg", missing="mean",
-                feature_columns={"cyl_x_origin": {"type": "crossed", "columns": ["cylinders", "origin"], "buckets": 8}})
+                feature_columns={"cylinders": {"type": "categorical"},
+                                 "cyl_x_origin": {"type": "crossed", "columns": ["cylinders", "origin"], "buckets": 8}})
     return out / "manifest.json"
 
 
