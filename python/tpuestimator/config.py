@@ -150,6 +150,13 @@ class JobConfig:
     def __post_init__(self):
         object.__setattr__(self, "_views", {name: section_view(self.raw, name) for name in SECTIONS})
 
+    def __getstate__(self):  # pickled without the views (generated classes): made again when loaded
+        return {key: value for key, value in self.__dict__.items() if key != "_views"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__post_init__()
+
     data = property(lambda self: self._views["data"])
     train = property(lambda self: self._views["train"])
     eval = property(lambda self: self._views["eval"])

@@ -29,6 +29,9 @@ def test_nested_objects_are_typed_views_with_their_defaults():
     plain = load_config(BASE)
     assert plain.debug.dump is None and plain.eval.early_stopping is None and plain.run.ps_partition is None
     assert cfg.to_dict()["debug"]["dump"] == {"dir": "d", "steps": [2, 3]}  # the file keeps what was written
+    import pickle
+
+    assert pickle.loads(pickle.dumps(cfg)).debug.dump == cfg.debug.dump  # a JobConfig still pickles
 
 
 def test_a_view_names_the_field_of_a_bad_key():
