@@ -55,7 +55,10 @@ def train_pattern(table_dir: str) -> str:
 
 
 def feature_columns(table_dir: str) -> dict:
-    return dict(_resolved(table_dir).feature_columns)
+    """The table's columns as the manifest writes them (dicts), the form params carry."""
+    from tpuestimator.models.column_spec import columns_as_dicts
+
+    return columns_as_dicts(_resolved(table_dir).feature_columns)
 
 
 def train_split(df, table_dir: str, *, label: str = tc.LABEL, task: str = "classification", split: float = 0.2,
@@ -72,7 +75,7 @@ def baseline_stats(table_dir: str) -> dict:
     categorical = {k: {"vocabulary": c["vocabulary"],
                        "embedding_dim": c.get("embedding_dim") if c.get("encoding") == "embedding" else None}
                    for k, c in columns.items() if c["type"] == "categorical"}
-    return {"numeric": numeric, "categorical": categorical, "label": _resolved(table_dir)["label"]}
+    return {"numeric": numeric, "categorical": categorical, "label": _resolved(table_dir).label}
 
 
 def feature_space_like(table_dir: str):
@@ -109,8 +112,7 @@ def dnn_estimator(table_dir: str, *, model_dir: str, batch: int, hidden_units, l
     from tpuestimator.core.estimator import Estimator, RunConfig
 
     sec = section(table_dir, cache=True)
-    resolved = data.resolve_section(sec)
-    params = {"feature_columns": dict(resolved.feature_columns), "task": "classification",
+    params = {"feature_columns": feature_columns(table_dir), "task": "classification",
               "num_classes": int(data.num_classes(sec) or 2), "hidden_units": list(hidden_units),
               "learning_rate": learning_rate, "optimizer": "adam"}
     config = RunConfig(model_dir=model_dir, train_batch_size=batch, iterations_per_loop=steps_per_loop,
@@ -154,7 +156,7 @@ def fit_evaluate_linear(frame, *, label: str, task: str, seed: int, steps: int |
                             shards=1)
     sec = section(table_dir)
     resolved = data.resolve_section(sec)
-    params = {"feature_columns": dict(resolved.feature_columns), "task": task, "l2_regularization": l2_regularization}
+    params = {"feature_columns": feature_columns(table_dir), "task": task, "l2_regularization": l2_regularization}
     if resolved.label_stats:
         params["label_stats"] = resolved.label_stats
     if task == "classification":
