@@ -1,7 +1,6 @@
 """Tables, what training does with them: a regression label far from zero learned on its own
 scale (the manifest's label mean and std), the linear weights' L2 penalty, column names that
-are no valid model input names, TFLite refused for a table export before anything is written,
-and a wide_and_deep model (two optimizers) resumed from its checkpoint."""
+are no valid model input names, and a wide_and_deep model (two optimizers) resumed from its checkpoint."""
 from __future__ import annotations
 
 import json
@@ -119,16 +118,6 @@ def test_columns_with_the_same_input_name_are_refused_at_write_time(tmp_path):
     with pytest.raises(DataError, match=r"columns 'a.b' and 'A b' both become the model input 'a_b'.*Rename"):
         write_table(frame, tmp_path / "d", label="y")
     assert os.listdir(tmp_path) == []
-
-
-def test_tflite_of_a_table_model_is_refused_before_anything_is_written(odd_names_model):
-    out, _, result = odd_names_model
-    from tpuestimator.jobs.model_dir_jobs import export_model
-
-    target = out / "lite"
-    with pytest.raises(ConfigError, match=r"(?s)format.*tflite.*table.*TFLite's built-in ops.*tpuestimator export"):
-        export_model(str(result.model_dir), str(target), format="tflite")
-    assert not target.exists()
 
 
 def _checkpoint_values(model_dir) -> dict:

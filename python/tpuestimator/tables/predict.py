@@ -1,0 +1,138 @@
+"""Batch prediction of a table model: a data frame, or a CSV / Parquet file READ IN CHUNKS
+(`pandas.read_csv(chunksize=)`, `pyarrow.parquet.ParquetFile.iter_batches`), each chunk
+through the export's raw-features signature, and for `predict_table_to_file` each chunk's
+predictions appended to the output file as it comes (`serving.prediction_files`: a hidden
+temporary file renamed into place at the end, removed on any error). Memory holds one
+chunk, whatever the size of the file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from tpuestimator.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+CHUNK_ROWS = 65536  # rows read at a time from a file
+
+
+def iter_table_chunks(source: Any, *, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, Any]]:
+    """(first row, pandas DataFrame of at most `chunk_rows` rows) of a data frame, dict of
+    columns, or `.csv` / `.parquet` file, in order; a file is read one chunk at a time.
+
+    Raises:
+      DataError: a missing file, another suffix, or no rows.
+      ConfigError: `chunk_rows` below 1.
+    """
+    import pandas as pd
+
+    from tpuestimator.tables.frames import read_table
+
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ConfigError("chunk_rows", chunk_rows, "an integer >= 1 (rows read at a time)")
+    if not isinstance(source, (str, os.PathLike)):
+        frame, _ = read_table(source)
+        for start in range(0, len(frame), chunk_rows):
+            yield start, frame.iloc[start:start + chunk_rows].reset_index(drop=True)
+        return
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file. Give a .csv or .parquet file (or a data frame).", path=path)
+    lower = path.lower()
+    if lower.endswith(".csv"):
+        chunks = pd.read_csv(path, chunksize=chunk_rows)
+    elif lower.endswith((".parquet", ".pq")):
+        import pyarrow.parquet as pq
+
+        chunks = (batch.to_pandas() for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows))
+    else:
+        raise DataError(f"{path}: a table is read from a .csv or .parquet file (or a data frame).", path=path)
+    start = 0
+    for chunk in chunks:
+        if len(chunk):
+            chunk.columns = [str(c) for c in chunk.columns]
+            yield start, chunk
+            start += len(chunk)
+    if start == 0:
+        raise DataError(f"{path}: the table has no rows.", path=path)
+
+
+def table_export(export_dir: str | os.PathLike):
+    """(the loaded export, its feature columns, its class names) of a table model's export.
+
+    Raises:
+      ConfigError: the export is not a table model's.
+    """
+    from tpuestimator.serving.exports import open_export
+
+    export = open_export(os.fspath(export_dir))
+    columns = (export.meta.get("table") or {}).get("feature_columns")
+    if not columns:
+        raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
+                          "write_table / `tpuestimator data write --label`)")
+    return export, columns, [str(c) for c in export.meta.get("class_names") or []]
+
+
+def iter_table_predictions(export_dir: str | os.PathLike, source: Any, *, chunk_rows: int = CHUNK_ROWS,
+                           batch_size: int = 1024, with_rows: bool = False) -> Iterator[dict[str, np.ndarray]]:
+    """Prediction columns per chunk of `source` (`iter_table_chunks`): `prediction` (regression)
+    or `class`, `class_id` and `prob_<class>`; with `with_rows`, first `source` (the file, or
+    "") and `index` (the row's number in the table, from 0).
+
+    Raises:
+      ConfigError: not a table model's export. DataError: see `tables.api.table_inputs` (its
+        rows are the table's).
+    """
+    from tpuestimator.core.signatures import FEATURES_SIGNATURE
+    from tpuestimator.serving.batch_predict import PredictionBatch
+    from tpuestimator.serving.prediction_files import prediction_columns
+    from tpuestimator.tables.api import table_inputs
+
+    export, columns, class_names = table_export(export_dir)
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+    for first, chunk in iter_table_chunks(source, chunk_rows=chunk_rows):
+        inputs = table_inputs(chunk, columns, first_row=first)  # by column name; `export.run` maps them
+        out: dict[str, list] = {}
+        for start in range(0, len(chunk), batch_size):
+            batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
+            rows = len(next(iter(batch.values())))
+            predicted = PredictionBatch(source=np.full(rows, name, dtype=object),
+                                        index=np.arange(first + start, first + start + rows),
+                                        outputs=export.run(FEATURES_SIGNATURE, batch))
+            for key, values in prediction_columns(predicted, class_names).items():
+                if with_rows or key not in ("source", "index"):
+                    out.setdefault(key, []).append(values)
+        yield {k: np.concatenate(v) for k, v in out.items()}
+
+
+def predict_table_to_file(export_dir: str | os.PathLike, source: Any, out: str | os.PathLike, *,
+                          chunk_rows: int = CHUNK_ROWS, batch_size: int = 1024,
+                          progress: Callable[[int], None] | None = None) -> dict:
+    """Predicts a table (a `.csv` / `.parquet` file read chunk by chunk, or a data frame) into a
+    `.csv` or `.parquet` file, one chunk at a time, atomically: columns `source`, `index`, then
+    `prediction` or `class_id`, `class`, `prob_<class>`.
+
+    Returns:
+      {"path", "rows", "chunks" (how many chunks were read), "format"}.
+
+    Raises:
+      ConfigError / DataError: as `iter_table_predictions`; nothing is left under `out`.
+    """
+    from tpuestimator.serving.prediction_files import PredictionFileWriter
+
+    writer = PredictionFileWriter(out)  # checks the suffix (and pyarrow) before loading the model
+    chunks = 0
+    with writer:
+        for columns in iter_table_predictions(export_dir, source, chunk_rows=chunk_rows, batch_size=batch_size,
+                                              with_rows=True):
+            writer.write(columns)
+            chunks += 1
+            if progress is not None:
+                progress(len(columns["index"]))
+    log.info("wrote %d predictions (%d chunks) to %s", writer.rows, chunks, writer.path)
+    return {"path": str(writer.path), "rows": writer.rows, "chunks": chunks, "format": writer.format}
