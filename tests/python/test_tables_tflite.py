@@ -18,7 +18,7 @@ from tpuestimator.models.feature_columns import input_name
 from tpuestimator.serving import litert
 from tpuestimator.serving.exports import open_export
 from tpuestimator.tables import predict_table, train_table
-from tpuestimator.tables.api import table_inputs
+from tpuestimator.tables.predict import table_inputs
 
 FIXTURES = Path(os.environ.get("TPUESTIMATOR_FIXTURES", Path(__file__).resolve().parents[1] / "fixtures"))
 CARS = FIXTURES / "tables" / "cars.csv"

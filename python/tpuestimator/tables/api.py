@@ -12,10 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.models.feature_columns import missing_default, missing_mask, record_columns
-from tpuestimator.tables.frames import column_values, read_table
-
 log = logging.getLogger(__name__)
 
 MODELS = ("linear", "dnn", "wide_and_deep")
@@ -90,61 +86,6 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
                    runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
 
 
-def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newdata",
-                 first_row: int = 0) -> dict[str, np.ndarray]:
-    """A data frame's columns as the raw inputs of an export's `features` signature: each column
-    converted to its dtype, a missing value replaced by its policy's default. `first_row`: the
-    frame's first row in the whole table (a chunk's), for the row numbers in messages.
-
-    Raises:
-      DataError: a feature column is absent from the frame, or holds a missing value the column's
-        policy does not allow, or a value of the wrong type.
-    """
-    frame, _ = read_table(frame)
-    out = {}
-    for name, column in record_columns(columns).items():
-        if name not in frame.columns:
-            raise DataError(f"{where}: column {name!r} is missing; the model was trained on the columns "
-                            f"{sorted(record_columns(columns))}. Add it (values may be NA where the column has a "
-                            "missing-value policy).", feature=name)
-        values, _ = column_values(frame[name])
-        mask = missing_mask(values)
-        default = missing_default(column)
-        if mask.any() and default is None:
-            rows = np.flatnonzero(mask)
-            raise DataError(f"{where}: column {name!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
-                            f"{first_row + int(rows[0]) + 1}, and the model was trained with no missing-value policy for it. "
-                            "Fill them, or retrain with missing={" + repr(name) + ": 'mean'|'zero'|'oov'}.",
-                            feature=name, record=first_row + int(rows[0]))
-        out[name] = _convert(name, values, mask, column, default, where, first_row)
-    return out
-
-
-def _convert(name, values, mask, column, default, where, first_row=0) -> np.ndarray:
-    dtype = column["dtype"]
-    result = []
-    for i, v in enumerate(values):
-        if mask[i]:
-            result.append(default)
-            continue
-        try:
-            if dtype == "float32":
-                result.append(float(v))
-            elif dtype == "int64":
-                f = float(v)
-                if not f.is_integer():
-                    raise ValueError
-                result.append(int(f))
-            else:
-                result.append("TRUE" if v is True or v is np.True_ else "FALSE" if v is False or v is np.False_
-                              else (str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)))
-        except (TypeError, ValueError):
-            raise DataError(f"{where}: column {name!r} row {first_row + i + 1} holds {v!r}; the model takes "
-                            f"{'numbers' if dtype == 'float32' else 'whole numbers'} there. Fix the value.",
-                            feature=name, record=first_row + i) from None
-    return np.asarray(result, dtype=object if dtype == "string" else (np.float32 if dtype == "float32" else np.int64))
-
-
 def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int = 1024,
                   chunk_rows: int | None = None) -> dict[str, np.ndarray]:
     """Predictions for a data frame (or CSV / Parquet path, read in chunks of `chunk_rows`) from
@@ -156,7 +97,7 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
       Unseen categories go to the out-of-vocabulary bucket.
 
     Raises:
-      ConfigError: the export is not a table model's. DataError: see `table_inputs`.
+      ConfigError: the export is not a table model's. DataError: see `tables.predict.table_inputs`.
     """
     from tpuestimator.tables.predict import CHUNK_ROWS, iter_table_predictions
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
+from tpuestimator.models.feature_columns import missing_default, missing_mask, record_columns
+from tpuestimator.tables.frames import column_values, read_table
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,6 @@ def iter_table_chunks(source: Any, *, chunk_rows: int = CHUNK_ROWS) -> Iterator[
       ConfigError: `chunk_rows` below 1.
     """
     import pandas as pd
-
-    from tpuestimator.tables.frames import read_table
 
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ConfigError("chunk_rows", chunk_rows, "an integer >= 1 (rows read at a time)")
@@ -62,6 +62,61 @@ def iter_table_chunks(source: Any, *, chunk_rows: int = CHUNK_ROWS) -> Iterator[
         raise DataError(f"{path}: the table has no rows.", path=path)
 
 
+def table_inputs(frame: Any, columns: Mapping[str, dict], *, where: str = "newdata",
+                 first_row: int = 0) -> dict[str, np.ndarray]:
+    """A data frame's columns as the raw inputs of an export's `features` signature: each column
+    converted to its dtype, a missing value replaced by its policy's default. `first_row`: the
+    frame's first row in the whole table (a chunk's), for the row numbers in messages.
+
+    Raises:
+      DataError: a feature column is absent from the frame, or holds a missing value the column's
+        policy does not allow, or a value of the wrong type.
+    """
+    frame, _ = read_table(frame)
+    out = {}
+    for name, column in record_columns(columns).items():
+        if name not in frame.columns:
+            raise DataError(f"{where}: column {name!r} is missing; the model was trained on the columns "
+                            f"{sorted(record_columns(columns))}. Add it (values may be NA where the column has a "
+                            "missing-value policy).", feature=name)
+        values, _ = column_values(frame[name])
+        mask = missing_mask(values)
+        default = missing_default(column)
+        if mask.any() and default is None:
+            rows = np.flatnonzero(mask)
+            raise DataError(f"{where}: column {name!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
+                            f"{first_row + int(rows[0]) + 1}, and the model was trained with no missing-value policy for it. "
+                            "Fill them, or retrain with missing={" + repr(name) + ": 'mean'|'zero'|'oov'}.",
+                            feature=name, record=first_row + int(rows[0]))
+        out[name] = _convert(name, values, mask, column, default, where, first_row)
+    return out
+
+
+def _convert(name, values, mask, column, default, where, first_row=0) -> np.ndarray:
+    dtype = column["dtype"]
+    result = []
+    for i, v in enumerate(values):
+        if mask[i]:
+            result.append(default)
+            continue
+        try:
+            if dtype == "float32":
+                result.append(float(v))
+            elif dtype == "int64":
+                f = float(v)
+                if not f.is_integer():
+                    raise ValueError
+                result.append(int(f))
+            else:
+                result.append("TRUE" if v is True or v is np.True_ else "FALSE" if v is False or v is np.False_
+                              else (str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)))
+        except (TypeError, ValueError):
+            raise DataError(f"{where}: column {name!r} row {first_row + i + 1} holds {v!r}; the model takes "
+                            f"{'numbers' if dtype == 'float32' else 'whole numbers'} there. Fix the value.",
+                            feature=name, record=first_row + i) from None
+    return np.asarray(result, dtype=object if dtype == "string" else (np.float32 if dtype == "float32" else np.int64))
+
+
 def table_export(export_dir: str | os.PathLike):
     """(the loaded export, its feature columns, its class names) of a table model's export.
 
@@ -85,13 +140,12 @@ def iter_table_predictions(export_dir: str | os.PathLike, source: Any, *, chunk_
     "") and `index` (the row's number in the table, from 0).
 
     Raises:
-      ConfigError: not a table model's export. DataError: see `tables.api.table_inputs` (its
+      ConfigError: not a table model's export. DataError: see `table_inputs` (its
         rows are the table's).
     """
     from tpuestimator.core.signatures import FEATURES_SIGNATURE
     from tpuestimator.serving.batch_predict import PredictionBatch
     from tpuestimator.serving.prediction_files import prediction_columns
-    from tpuestimator.tables.api import table_inputs
 
     export, columns, class_names = table_export(export_dir)
     name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
