@@ -375,7 +375,9 @@ export_class_names <- function(export_dir) {
 #' @return The path of the export (the `.tflite` file for `format = "tflite"`),
 #'   invisibly, with attributes `saved_model` (the SavedModel folder) and, for
 #'   TFLite, `tflite` (the verification: `max_abs_diff`, `top1_agreement`,
-#'   `examples`, `tflite_bytes`, `saved_model_bytes`, `passed`, ...).
+#'   `examples`, `tflite_bytes`, `saved_model_bytes`, `passed`, ...; a
+#'   regressor's `max_rel_diff` and `rms_diff_over_std` instead of
+#'   `top1_agreement`).
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")

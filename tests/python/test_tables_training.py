@@ -1,7 +1,6 @@
 """Tables, what training does with them: a regression label far from zero learned on its own
 scale (the manifest's label mean and std), the linear weights' L2 penalty, column names that
-are no valid model input names, TFLite refused for a table export before anything is written,
-and a wide_and_deep model (two optimizers) resumed from its checkpoint."""
+are no valid model input names, and a wide_and_deep model (two optimizers) resumed from its checkpoint."""
 from __future__ import annotations
 
 import json
@@ -121,16 +120,6 @@ def test_columns_with_the_same_input_name_are_refused_at_write_time(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_tflite_of_a_table_model_is_refused_before_anything_is_written(odd_names_model):
-    out, _, result = odd_names_model
-    from tpuestimator.jobs.model_dir_jobs import export_model
-
-    target = out / "lite"
-    with pytest.raises(ConfigError, match=r"(?s)format.*tflite.*table.*TFLite's built-in ops.*tpuestimator export"):
-        export_model(str(result.model_dir), str(target), format="tflite")
-    assert not target.exists()
-
-
 def _checkpoint_values(model_dir) -> dict:
     reader = tf.train.load_checkpoint(str(model_dir))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
@@ -159,3 +148,26 @@ def test_wide_and_deep_resumes_with_both_optimizers(tmp_path):
     for key in a:
         np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-5, err_msg=key)
     assert resumed.metrics["accuracy"] == pytest.approx(whole.metrics["accuracy"])
+
+
+def test_a_binary_linear_classifier_with_l2_is_l2_logistic_regression(tmp_path):
+    """One logit, as the premade binary head: `l2_regularization = 1 / (2 n)` on the mean loss is
+    scikit-learn's `LogisticRegression(C=1)` on the summed loss (two softmax logits would share
+    the penalty between two weight vectors: half of it)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(1)
+    n = 50
+    frame = pd.DataFrame({"x1": rng.normal(size=n), "x2": rng.normal(size=n), "colour": rng.choice(["a", "b", "c"], n)})
+    frame["y"] = (frame.x1 - 0.5 * frame.x2 + (frame.colour == "a") + rng.normal(size=n) > 0.3).astype(int)
+    plan = infer_feature_columns(frame, label="y")
+    train, columns = plan["train"], plan["feature_columns"]
+    config = {"train": {"batch_size": len(train), "max_steps": 1500, "iterations_per_loop": 500,
+                        "save_checkpoints_steps": 1500}, "eval": {"batch_size": 16},
+              "params": {"l2_regularization": 1.0 / (2 * len(train)), "learning_rate": 0.05}}
+    result = train_table(frame, label="y", model="linear", out_dir=tmp_path, config=config)
+    ours = predict_table(result.export_dir, frame)["prob_1"]
+    design = np.column_stack([(frame[c] - columns[c]["mean"]) / np.sqrt(columns[c]["variance"]) for c in ("x1", "x2")]
+                             + [(frame.colour == v).to_numpy(float) for v in columns["colour"]["vocabulary"]])
+    reference = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(design[train], frame.y.to_numpy()[train])
+    np.testing.assert_allclose(ours, reference.predict_proba(design)[:, 1], atol=0.005)

@@ -36,13 +36,18 @@ def run(args) -> int:
         print(f"warmup requests: {result.warmup_requests} (assets.extra/tf_serving_warmup_requests)")
     report = result.tflite
     if report:
-        threshold = report["threshold"]
-        rule = (f"max |diff| <= {threshold['max_abs_diff']:g}" if "max_abs_diff" in threshold else
-                f"top-1 agreement >= {threshold['top1_agreement']:.0%}")
+        rules = {"max_abs_diff": "max |diff| <= {:g}", "top1_agreement": "top-1 agreement >= {:.0%}",
+                 "max_rel_diff": "max |diff| / max(1, |prediction|) <= {:g}",
+                 "rms_diff_over_std": "RMS diff <= {:.0%} of the predictions' std"}
+        rule = ", ".join(rules[k].format(v) for k, v in report["threshold"].items())
+        if "top1_agreement" in report:  # a classifier
+            figures = f"top-1 agreement {report['top1_agreement']:.2%}, max |diff| {report['max_abs_diff']:.2e}"
+        else:  # a regressor: its predictions
+            figures = (f"max |diff| {report['max_abs_diff']:.2e} (relative {report['max_rel_diff']:.2e}), "
+                       f"RMS diff / std {report['rms_diff_over_std']:.2e}")
         print(f"tflite ({report['quantize']}): {report['tflite_bytes']:,} bytes (SavedModel: "
               f"{report['saved_model_bytes']:,} bytes)")
         print(f"verified against the SavedModel on {report['examples']} {report['verified_on']} examples: "
-              f"top-1 agreement {report['top1_agreement']:.2%}, max |diff| {report['max_abs_diff']:.2e}: "
-              f"{'PASS' if report['passed'] else 'FAIL'} ({rule})")
+              f"{figures}: {'PASS' if report['passed'] else 'FAIL'} ({rule})")
         return 0 if report["passed"] else 1
     return 0

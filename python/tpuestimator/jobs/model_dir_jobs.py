@@ -21,6 +21,7 @@ from tpuestimator.data.spec import pattern_for
 from tpuestimator.errors import ConfigError
 from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.jobs.model_dir_lock import model_dir_lock
+from tpuestimator.models.feature_columns import input_name
 from tpuestimator.serving import litert
 from tpuestimator.serving.exports import EXPORT_META, data_serving_inputs, is_export_dir, write_export_metadata
 from tpuestimator.spec import Mode
@@ -123,13 +124,13 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
 def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup: int | None,
                    representative_batches: int | None, overrides: Iterable[str]) -> ExportResult:
     cfg = load_job_config(model_dir, overrides)
-    if format == "tflite" and data.resolve_section(cfg.data).feature_columns:
-        # refused before anything is exported or converted
-        raise ConfigError("format", "tflite", "saved_model for a model trained on a table: its export looks up "
-                          "strings and hashes values (Keras StringLookup, IntegerLookup, Hashing) in TensorFlow hash "
-                          "tables, which TFLite's built-in ops do not run, and a regressor has no class "
-                          "probabilities to verify. Export the SavedModel (`tpuestimator export MODEL_DIR`) and "
-                          "serve it with TF Serving, `tpuestimator predict` or tpuestimator.tables.predict_table")
+    columns = data.resolve_section(cfg.data).feature_columns
+    refusal = litert.table_refusal(columns) if format == "tflite" else None
+    if refusal:  # refused before anything is exported or converted
+        raise ConfigError("format", "tflite", f"saved_model for this table model: {refusal}. Export the "
+                          "SavedModel (`tpuestimator export MODEL_DIR`) and serve it with TF Serving, `tpuestimator "
+                          "predict` or tpuestimator.tables.predict_table, or retrain with that column as a "
+                          "categorical column of strings (a vocabulary of strings converts) or without it")
     exp = cfg.export
     warmup = exp.warmup if warmup is None else warmup
     check_count("warmup", warmup, minimum=0)
@@ -203,7 +204,9 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
 
     def batches(files):  # eval-mode decoding (no augmentation, no shuffle) of `files`, as clients send them
         for features, _ in data.client_layout_input(spec, files, mode="eval", batch_size=batch_size)():
-            yield {k: v.numpy() for k, v in features.items()}
+            batch = {k: v.numpy() for k, v in features.items()}
+            # a table's raw columns, named as the signature takes them (`Petal.Length`: `petal_length`)
+            yield {input_name(k): v for k, v in batch.items()} if spec.feature_columns else batch
 
     calibrated = [0]
 

@@ -1,5 +1,7 @@
-"""Heads of the canned table models: classification (binary and multi-class: softmax over
-`num_classes` logits) and regression (one float output; loss `mse` or `huber`; metrics MAE,
+"""Heads of the canned table models: classification (multi-class: softmax over `num_classes`
+logits; binary: ONE logit z, as the premade Estimators' binary head, turned into the logits
+[0, z] so that the softmax is the sigmoid of z and everything after the model, from the loss
+to the exports, sees two classes) and regression (one float output; loss `mse` or `huber`; metrics MAE,
 RMSE, R²), each as a `ModelSpec` around a Keras model.
 
 A regressor learns the STANDARDIZED label, `(y - mean) / std` with the training rows' mean and
@@ -28,7 +30,13 @@ def task(params: dict) -> str:
 
 
 def output_units(params: dict) -> int:
-    return 1 if task(params) == "regression" else num_classes(params)
+    """How many numbers the canned model computes: 1 for regression and for binary classification
+    (one logit: an L2 penalty on its weights is logistic regression's; two softmax logits would
+    share the penalty between two weight vectors and halve it), else `num_classes`."""
+    if task(params) == "regression":
+        return 1
+    n = num_classes(params)
+    return 1 if n == 2 else n
 
 
 def label_scale(params: dict) -> tuple[float, float]:
@@ -119,8 +127,23 @@ def with_label_scale(model, mean: float, std: float):
     return keras.Model(model.input, outputs, name=model.name)
 
 
+def with_binary_logits(model):
+    """`model` (one logit z per example) with a last layer giving the two-class logits [0, z]
+    (no weights: softmax([0, z])[1] = sigmoid(z))."""
+    import keras
+
+    class BinaryLogits(keras.layers.Layer):
+        def call(self, z):
+            z = keras.ops.cast(keras.ops.reshape(z, (-1, 1)), "float32")
+            return keras.ops.concatenate([keras.ops.zeros_like(z), z], axis=-1)
+
+    outputs = BinaryLogits(name="binary_logits", dtype="float32")(model.output)
+    return keras.Model(model.input, outputs, name=model.name)
+
+
 def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_preprocess=None) -> ModelSpec:
-    """The `ModelSpec` of a canned model whose Keras `model` returns `output_units(params)` values."""
+    """The `ModelSpec` of a canned model whose Keras `model` returns `output_units(params)` values
+    (its outputs: the prediction in the label's units, or `num_classes` logits)."""
     if task(params) == "regression":
         model = with_label_scale(model, *label_scale(params))
         return ModelSpec(model=model, loss=regression_loss(params), optimizer=optimizer,
@@ -128,6 +151,8 @@ def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_pr
                          serving_inputs=serving_inputs, serving_preprocess=serving_preprocess)
     import keras
 
+    if num_classes(params) == 2:
+        model = with_binary_logits(model)
     return ModelSpec(model=model, loss=classifier_loss(), optimizer=optimizer,
                      metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
                      report=accuracy_report(), predictions=classification_predictions,

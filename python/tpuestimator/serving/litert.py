@@ -8,8 +8,17 @@ The converter is TensorFlow's own (`tf.lite.TFLiteConverter`), the check runs Te
 not frozen by the converter (the .tflite would read uninitialised variables: NaN), so the
 numeric outputs are frozen into constants first (`convert_variables_to_constants_v2`).
 
-Verification: float: max |p_tflite - p_savedmodel| over the eval set <= `FLOAT_TOLERANCE`;
-quantized: the same top-1 class on >= `TOP1_AGREEMENT` of the eval set.
+A table model's export takes raw strings and numbers and looks them up in the lookup tables of
+Keras's StringLookup / IntegerLookup layers; freezing keeps those tables (they are no
+variables) and the converter turns them into TFLite's built-in hash-table ops. What TFLite's
+built-in ops cannot run (the string hashing of `hashed` and `crossed` columns) is refused by
+`table_refusal` before anything is exported, naming the column.
+
+Verification: a classifier's float file: max |p_tflite - p_savedmodel| over the eval set <=
+`FLOAT_TOLERANCE`; quantized: the same top-1 class on >= `TOP1_AGREEMENT` of the eval set. A
+regressor's (`prediction`): float: max |y_tflite - y_savedmodel| <= `FLOAT_TOLERANCE` times
+max(1, |y_savedmodel|) (float32 at the label's scale); quantized: the RMS difference <=
+`QUANTIZED_REGRESSION_TOLERANCE` times the spread (std) of the SavedModel's predictions.
 """
 from __future__ import annotations
 
@@ -27,8 +36,54 @@ logger = logging.getLogger(__name__)
 QUANTIZE_MODES = ("none", "dynamic", "float16", "int8")
 FLOAT_TOLERANCE = 1e-4
 TOP1_AGREEMENT = 0.99
-# What the .tflite file returns (the SavedModel's `class` strings stay in its metadata's class names).
+QUANTIZED_REGRESSION_TOLERANCE = 0.05
+# What the .tflite file returns: a classifier's probabilities and class id (the SavedModel's
+# `class` strings stay in its metadata's class names), a regressor's prediction.
 OUTPUTS = ("probabilities", "class_id")
+REGRESSION_OUTPUTS = ("prediction",)
+# Table columns whose preprocessing TFLite's built-in ops do not run: Keras's Hashing and
+# HashedCrossing hash with TensorFlow ops (StringToHashBucketFast, SparseCrossHashed), and
+# IntegerLookup builds an int64-keyed hash table (TFLite's built-in hash tables map strings).
+# With the Select TF ops (the Flex delegate) the converter takes them, but TensorFlow's own
+# Python interpreter has no Flex delegate: such a file could not be verified against the
+# SavedModel, so it is not written.
+UNCONVERTIBLE_COLUMNS = {
+    "hashed": "hashes its values (Keras Hashing: TensorFlow's StringToHashBucketFast op)",
+    "crossed": "hashes a cross of columns (Keras HashedCrossing: TensorFlow's SparseCrossHashed op)",
+    "int64 categorical": "looks whole numbers up in an int64-keyed hash table (Keras IntegerLookup); TFLite's "
+                         "built-in hash tables have string keys",
+}
+
+
+def table_refusal(columns) -> str | None:
+    """Why a table model with these feature columns cannot be a TFLite model, or None when it can.
+
+    Numeric, bucketized, identity and string vocabulary (`categorical`) columns convert;
+    `hashed`, `crossed` and whole-number `categorical` columns do not (`UNCONVERTIBLE_COLUMNS`).
+    """
+    from tpuestimator.models.column_spec import parse_columns
+
+    for name, column in parse_columns(columns).items():
+        kind = column.type
+        if kind == "categorical" and column.dtype == "int64":
+            kind = "int64 categorical"
+        reason = UNCONVERTIBLE_COLUMNS.get(kind)
+        if reason:
+            return (f"column {name!r} is {kind}: its preprocessing {reason}, which TFLite's built-in ops do not "
+                    "run (with TensorFlow's Select ops the file would need the Flex delegate, which TensorFlow's "
+                    "interpreter here lacks, so it could not be verified against the SavedModel)")
+    return None
+
+
+def output_keys(signature) -> tuple[str, ...]:
+    """The outputs a `.tflite` file of this `features` signature returns."""
+    names = set(signature.structured_outputs)
+    if set(OUTPUTS) <= names:
+        return OUTPUTS
+    if set(REGRESSION_OUTPUTS) <= names:
+        return REGRESSION_OUTPUTS
+    raise ConfigError("EXPORT_DIR", sorted(names), "an export whose `features` signature returns "
+                      "probabilities and class_id (a classifier) or prediction (a regressor)")
 
 
 def check_quantize(quantize: str | None) -> str:
@@ -51,7 +106,8 @@ def tflite_filename(version: int, quantize: str) -> str:
 
 def convert(export_dir: str, *, quantize: str = "none",
             representative: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> bytes:
-    """The `.tflite` bytes of an export's `features` signature (outputs `probabilities`, `class_id`).
+    """The `.tflite` bytes of an export's `features` signature (outputs `probabilities` and
+    `class_id`, or a regressor's `prediction`).
 
     Args:
       export_dir: a SavedModel written by tpuestimator (it has a `features` signature).
@@ -71,18 +127,25 @@ def convert(export_dir: str, *, quantize: str = "none",
                           "tpuestimator had three signatures lack it: export the checkpoint again)")
     features = loaded.signatures["features"]
     specs = dict(features.structured_input_signature[1])
+    outputs = output_keys(features)
 
     @tf.function(input_signature=[{k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in specs.items()}])
     def numeric(inputs):
         out = features(**inputs)
-        return tuple(out[k] for k in OUTPUTS)
+        return tuple(out[k] for k in outputs)
 
-    frozen = convert_variables_to_constants_v2(numeric.get_concrete_function())
+    concrete = numeric.get_concrete_function()
+    frozen = convert_variables_to_constants_v2(concrete)
+    # A table model's lookup tables are no variables: the frozen function still takes their
+    # handles as inputs after the features (flattened by name, as `tf.nest` orders a dict).
+    captured = {internal.name: external for external, internal in concrete.graph.captures}
+    tables = [captured[t.name] for t in frozen.inputs if t.dtype == tf.resource]
     module = tf.Module()
+    module.source = loaded  # tracks those tables: the saved module initializes them
 
     @tf.function(input_signature=[{k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in specs.items()}])
     def serve(inputs):
-        return dict(zip(OUTPUTS, frozen(**inputs)))
+        return dict(zip(outputs, frozen(*tf.nest.flatten(inputs), *tables)))
 
     module.serve = serve
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,38 +180,69 @@ def run(model, features: Mapping[str, Any]) -> dict:
     return runner(**{k: np.asarray(v) for k, v in features.items()})
 
 
+def signature_inputs(specs: Mapping[str, Any], batch: Mapping[str, Any]) -> dict:
+    """A batch keyed by the signature's input names: a table's columns arrive under their own
+    names (`Petal.Length`), which the signature takes as `petal_length` (`input_name`)."""
+    from tpuestimator.models.feature_columns import input_name
+
+    return {k if k in specs else input_name(k): v for k, v in batch.items()}
+
+
 def verify(export_dir: str, content: bytes, batches: Iterable[Mapping[str, Any]], *, quantize: str) -> dict:
     """Compares a `.tflite` model with the SavedModel's `features` signature on `batches`
     (dicts feature name -> array).
 
     Returns:
-      `examples`, `max_abs_diff` (of the probabilities), `top1_agreement` (fraction with the same
-      class), `threshold` (what `passed` checks: the float tolerance or the top-1 agreement).
+      `examples`, `threshold` (what `passed` checks) and `passed`; a classifier's
+      `max_abs_diff` (of the probabilities) and `top1_agreement` (fraction with the same class),
+      a regressor's `max_abs_diff`, `max_rel_diff` (over max(1, |y|)) and `rms_diff_over_std`
+      (of the predictions).
     """
     import numpy as np
     import tensorflow as tf
 
     loaded = tf.saved_model.load(export_dir)  # kept: its signatures reference its variables
     features = loaded.signatures["features"]
+    specs = dict(features.structured_input_signature[1])
+    regression = output_keys(features) == REGRESSION_OUTPUTS
     model = interpreter(content)
     n = agree = 0
-    max_diff = 0.0
+    max_diff = max_rel = 0.0
+    ours_all, ref_all = [], []
     for batch in batches:
+        batch = signature_inputs(specs, batch)
         ours = run(model, batch)
-        ref = features(**{k: tf.constant(v) for k, v in batch.items()})
-        diff = np.abs(ours["probabilities"] - ref["probabilities"].numpy())
+        ref = {k: v.numpy() for k, v in features(**{k: tf.constant(v) for k, v in batch.items()}).items()}
+        key = "prediction" if regression else "probabilities"
+        diff = np.abs(ours[key] - ref[key])
         max_diff = max(max_diff, float(diff.max()) if diff.size else 0.0)
-        agree += int(np.sum(ours["class_id"] == ref["class_id"].numpy()))
-        n += len(ours["class_id"])
+        if regression:
+            rel = diff / np.maximum(1.0, np.abs(ref[key]))
+            max_rel = max(max_rel, float(rel.max()) if rel.size else 0.0)
+            ours_all.append(ours[key])
+            ref_all.append(ref[key])
+        else:
+            agree += int(np.sum(ours["class_id"] == ref["class_id"]))
+        n += len(ours[key])
     if n == 0:
         raise ConfigError("data.eval", None, "evaluation records to verify the TFLite model on")
-    top1 = agree / n
-    if quantize == "none":
-        passed, threshold = max_diff <= FLOAT_TOLERANCE, {"max_abs_diff": FLOAT_TOLERANCE}
+    if regression:
+        ours_y, ref_y = np.concatenate(ours_all), np.concatenate(ref_all)
+        rms_over_std = float(np.sqrt(np.mean((ours_y - ref_y) ** 2)) / max(float(ref_y.std()), 1e-12))
+        report = {"max_rel_diff": max_rel, "rms_diff_over_std": rms_over_std}
+        if quantize == "none":
+            passed, threshold = max_rel <= FLOAT_TOLERANCE, {"max_rel_diff": FLOAT_TOLERANCE}
+        else:
+            passed = rms_over_std <= QUANTIZED_REGRESSION_TOLERANCE
+            threshold = {"rms_diff_over_std": QUANTIZED_REGRESSION_TOLERANCE}
     else:
-        passed, threshold = top1 >= TOP1_AGREEMENT, {"top1_agreement": TOP1_AGREEMENT}
-    return {"examples": n, "max_abs_diff": max_diff, "top1_agreement": top1, "threshold": threshold,
-            "passed": bool(passed)}
+        top1 = agree / n
+        report = {"top1_agreement": top1}
+        if quantize == "none":
+            passed, threshold = max_diff <= FLOAT_TOLERANCE, {"max_abs_diff": FLOAT_TOLERANCE}
+        else:
+            passed, threshold = top1 >= TOP1_AGREEMENT, {"top1_agreement": TOP1_AGREEMENT}
+    return {"examples": n, "max_abs_diff": max_diff, **report, "threshold": threshold, "passed": bool(passed)}
 
 
 def directory_bytes(path: str) -> int:

@@ -8,6 +8,8 @@ module on first use.
 - `infer_feature_columns(source, label=, ...)` (write): the same inference, nothing written
 - `train_table(source, label=, model=, out_dir=, ...)` (api): write, then train a canned model
 - `predict_table(export_dir, frame)` (api): predictions for a data frame from an export
+- `predict_table_to_file(export_dir, table.csv, out.csv)` (predict): the same, a CSV / Parquet
+  file read and its predictions written chunk by chunk (atomically)
 - the feature-column spec is `tpuestimator.models.feature_columns`, the Keras preprocessing layers
   `tpuestimator.models.table_preprocessing` (both used by the data layer and the models)
 """
@@ -21,6 +23,7 @@ _EXPORTS = {
     "infer_feature_columns": "write",
     "train_table": "api",
     "predict_table": "api",
+    "predict_table_to_file": "predict",
     "table_config": "api",
 }
 

@@ -12,11 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from tpuestimator.errors import ConfigError, DataError
-from tpuestimator.models.column_spec import parse_columns
-from tpuestimator.models.feature_columns import missing_mask
-from tpuestimator.tables.frames import column_values, read_table
-
 log = logging.getLogger(__name__)
 
 MODELS = ("linear", "dnn", "wide_and_deep")
@@ -91,93 +86,24 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
                    runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
 
 
-def table_inputs(frame: Any, columns: Mapping[str, Any], *, where: str = "newdata") -> dict[str, np.ndarray]:
-    """A data frame's columns as the raw inputs of an export's `features` signature: each column
-    converted to its dtype, a missing value replaced by its policy's default.
-
-    Raises:
-      DataError: a feature column is absent from the frame, or holds a missing value the column's
-        policy does not allow, or a value of the wrong type.
-    """
-    frame, _ = read_table(frame)
-    out = {}
-    columns = parse_columns(columns)
-    for name, column in ((k, c) for k, c in columns.items() if c.stored):
-        if name not in frame.columns:
-            raise DataError(f"{where}: column {name!r} is missing; the model was trained on the columns "
-                            f"{sorted(k for k, c in columns.items() if c.stored)}. Add it (values may be NA where the column has a "
-                            "missing-value policy).", feature=name)
-        values, _ = column_values(frame[name])
-        mask = missing_mask(values)
-        default = column.missing_default()
-        if mask.any() and default is None:
-            rows = np.flatnonzero(mask)
-            raise DataError(f"{where}: column {name!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
-                            f"{int(rows[0]) + 1}, and the model was trained with no missing-value policy for it. "
-                            "Fill them, or retrain with missing={" + repr(name) + ": 'mean'|'zero'|'oov'}.",
-                            feature=name, record=int(rows[0]))
-        out[name] = _convert(name, values, mask, column, default, where)
-    return out
-
-
-def _convert(name, values, mask, column, default, where) -> np.ndarray:
-    dtype = column.dtype
-    result = []
-    for i, v in enumerate(values):
-        if mask[i]:
-            result.append(default)
-            continue
-        try:
-            if dtype == "float32":
-                result.append(float(v))
-            elif dtype == "int64":
-                f = float(v)
-                if not f.is_integer():
-                    raise ValueError
-                result.append(int(f))
-            else:
-                result.append("TRUE" if v is True or v is np.True_ else "FALSE" if v is False or v is np.False_
-                              else (str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)))
-        except (TypeError, ValueError):
-            raise DataError(f"{where}: column {name!r} row {i + 1} holds {v!r}; the model takes "
-                            f"{'numbers' if dtype == 'float32' else 'whole numbers'} there. Fix the value.",
-                            feature=name, record=i) from None
-    return np.asarray(result, dtype=object if dtype == "string" else (np.float32 if dtype == "float32" else np.int64))
-
-
-def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int = 1024) -> dict[str, np.ndarray]:
-    """Predictions for a data frame (or CSV / Parquet path) from a table model's export.
+def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int = 1024,
+                  chunk_rows: int | None = None) -> dict[str, np.ndarray]:
+    """Predictions for a data frame (or CSV / Parquet path, read in chunks of `chunk_rows`) from
+    a table model's export, in memory (`tables.predict.predict_table_to_file` writes a file
+    chunk by chunk instead).
 
     Returns:
       columns: `prediction` (regression), or `class`, `class_id` and `prob_<class>` per class.
       Unseen categories go to the out-of-vocabulary bucket.
 
     Raises:
-      ConfigError: the export is not a table model's. DataError: see `table_inputs`.
+      ConfigError: the export is not a table model's. DataError: see `tables.predict.table_inputs`.
     """
-    from tpuestimator.core.signatures import FEATURES_SIGNATURE
-    from tpuestimator.serving.batch_predict import PredictionBatch
-    from tpuestimator.serving.exports import open_export
-    from tpuestimator.serving.prediction_files import prediction_columns
+    from tpuestimator.tables.predict import CHUNK_ROWS, iter_table_predictions
 
-    export = open_export(os.fspath(export_dir))
-    columns = (export.meta.get("table") or {}).get("feature_columns")
-    if not columns:
-        raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
-                          "write_table / `tpuestimator data write --label`)")
-    inputs = table_inputs(frame, parse_columns(columns, where="the export's feature_columns"))  # by column name; `export.run` maps them to the signature's names
-    n = len(next(iter(inputs.values())))
-    class_names = [str(c) for c in export.meta.get("class_names") or []]
     out: dict[str, list] = {}
-    for start in range(0, n, batch_size):
-        batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
-        outputs = export.run(FEATURES_SIGNATURE, batch)
-
-        rows = len(next(iter(batch.values())))
-        predicted = PredictionBatch(source=np.full(rows, "", dtype=object), index=np.arange(start, start + rows),
-                                    outputs=outputs)
-        for key, values in prediction_columns(predicted, class_names).items():
-            if key not in ("source", "index"):
-                out.setdefault(key, []).append(values)
+    for columns in iter_table_predictions(export_dir, frame, chunk_rows=chunk_rows or CHUNK_ROWS,
+                                          batch_size=batch_size):
+        for key, values in columns.items():
+            out.setdefault(key, []).append(values)
     return {k: np.concatenate(v) for k, v in out.items()}
-
