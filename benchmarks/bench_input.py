@@ -92,7 +92,7 @@ def raw(pattern: str, batch: int, parallel: bool = False) -> tf.data.Dataset:
 
 def ours(section: dict, batch: int) -> tf.data.Dataset:
     sec = resolve_section(section)
-    return build_dataset(sec, "train", sec["train"], batch_size=batch, seed=0, check_first_record=False)
+    return build_dataset(sec, "train", sec.train, batch_size=batch, seed=0, check_first_record=False)
 
 
 def parse_only(pattern: str, batch: int) -> tf.data.Dataset:
@@ -105,7 +105,7 @@ def parse_only(pattern: str, batch: int) -> tf.data.Dataset:
 
 def ours_eval(section: dict, batch: int) -> tf.data.Dataset:
     sec = resolve_section({**section, "eval": section["train"]})
-    return build_dataset(sec, "eval", sec["eval"], batch_size=batch, check_first_record=False).repeat()
+    return build_dataset(sec, "eval", sec.eval, batch_size=batch, check_first_record=False).repeat()
 
 
 def seed002(pattern: str, batch: int) -> tf.data.Dataset:

@@ -122,16 +122,7 @@ class KerasFit:
         self.steps_per_loop = steps_per_loop
 
     def __call__(self, gate: common.Gate) -> None:
-        import keras
-
-        class Boundary(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                gate.boundary()
-
-            def on_train_batch_end(self, batch, logs=None):
-                float(logs["loss"])
-
-        self.model.fit(self.dataset, epochs=1, steps_per_epoch=10**9, verbose=0, callbacks=[Boundary()])
+        common.fit_gated(self.model, self.dataset, gate)
 
 
 class EstimatorTrain:
@@ -161,13 +152,7 @@ class EstimatorTrain:
         self.steps_per_loop = steps_per_loop
 
     def __call__(self, gate: common.Gate) -> None:
-        from tpuestimator.core.hooks import Hook
-
-        class Boundary(Hook):
-            def before_loop(self, step):
-                gate.boundary()
-
-        self.estimator.train(self.input_fn, steps=10**9, hooks=[*self.hooks, Boundary()], save_final_checkpoint=False)
+        common.train_gated(self.estimator, self.input_fn, self.hooks, gate)
 
 
 def configure_logging(path: str) -> None:

@@ -70,16 +70,7 @@ class KerasFit:
         del tf
 
     def __call__(self, gate: common.Gate) -> None:
-        import keras
-
-        class Boundary(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                gate.boundary()
-
-            def on_train_batch_end(self, batch, logs=None):
-                float(logs["loss"])
-
-        self.model.fit(self.dataset, epochs=1, steps_per_epoch=10**9, verbose=0, callbacks=[Boundary()])
+        common.fit_gated(self.model, self.dataset, gate)
 
 
 class OursTrain:
@@ -95,13 +86,7 @@ class OursTrain:
         self.hooks = [LoggingHook(1), SummaryHook(os.path.join(self.model_dir, "logs"))]
 
     def __call__(self, gate: common.Gate) -> None:
-        from tpuestimator.hooks import Hook
-
-        class Boundary(Hook):
-            def before_loop(self, step):
-                gate.boundary()
-
-        self.estimator.train(self.input_fn, steps=10**9, hooks=[*self.hooks, Boundary()], save_final_checkpoint=False)
+        common.train_gated(self.estimator, self.input_fn, self.hooks, gate)
 
 
 class TF215Train:

@@ -229,6 +229,34 @@ def run_gated(runners: Mapping[str, Callable[[Gate], None]], *, rounds: int, war
     return per_turn
 
 
+def fit_gated(model, dataset, gate: Gate) -> None:
+    """Keras `model.fit` over `dataset` until the gate stops it, calling `gate.boundary()` before
+    every loop (`steps_per_execution` steps); the loss is read back each loop, as a user's
+    progress bar would, so a loop's time includes its device-to-host read."""
+    import keras
+
+    class Boundary(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            gate.boundary()
+
+        def on_train_batch_end(self, batch, logs=None):
+            float(logs["loss"])
+
+    model.fit(dataset, epochs=1, steps_per_epoch=10**9, verbose=0, callbacks=[Boundary()])
+
+
+def train_gated(estimator, input_fn, hooks: Sequence[Any], gate: Gate) -> None:
+    """`Estimator.train` until the gate stops it, calling `gate.boundary()` before every loop;
+    the boundary hook runs last, so the other hooks' work falls inside the timed loop."""
+    from tpuestimator.hooks import Hook
+
+    class Boundary(Hook):
+        def before_loop(self, step):
+            gate.boundary()
+
+    estimator.train(input_fn, steps=10**9, hooks=[*hooks, Boundary()], save_final_checkpoint=False)
+
+
 def _turns(items) -> list[tuple[float, float, int]]:
     """(wall s, cpu s, loops) per item; a 2-tuple (wall s, cpu s) is one loop."""
     return [(t[0], t[1], t[2] if len(t) > 2 else 1) for t in items]

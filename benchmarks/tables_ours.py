@@ -44,18 +44,18 @@ def section(table_dir: str, **extra) -> dict:
     return {"manifest": os.path.join(table_dir, "manifest.json"), **extra}
 
 
-def _resolved(table_dir: str) -> dict:
+def _resolved(table_dir: str):
     from tpuestimator import data
 
     return data.resolve_section(section(table_dir))
 
 
 def train_pattern(table_dir: str) -> str:
-    return _resolved(table_dir)["train"]
+    return _resolved(table_dir).train
 
 
 def feature_columns(table_dir: str) -> dict:
-    return _resolved(table_dir)["feature_columns"]
+    return dict(_resolved(table_dir).feature_columns)
 
 
 def train_split(df, table_dir: str, *, label: str = tc.LABEL, task: str = "classification", split: float = 0.2,
@@ -110,7 +110,7 @@ def dnn_estimator(table_dir: str, *, model_dir: str, batch: int, hidden_units, l
 
     sec = section(table_dir, cache=True)
     resolved = data.resolve_section(sec)
-    params = {"feature_columns": resolved["feature_columns"], "task": "classification",
+    params = {"feature_columns": dict(resolved.feature_columns), "task": "classification",
               "num_classes": int(data.num_classes(sec) or 2), "hidden_units": list(hidden_units),
               "learning_rate": learning_rate, "optimizer": "adam"}
     config = RunConfig(model_dir=model_dir, train_batch_size=batch, iterations_per_loop=steps_per_loop,
@@ -154,9 +154,9 @@ def fit_evaluate_linear(frame, *, label: str, task: str, seed: int, steps: int |
                             shards=1)
     sec = section(table_dir)
     resolved = data.resolve_section(sec)
-    params = {"feature_columns": resolved["feature_columns"], "task": task, "l2_regularization": l2_regularization}
-    if resolved.get("label_stats"):
-        params["label_stats"] = resolved["label_stats"]
+    params = {"feature_columns": dict(resolved.feature_columns), "task": task, "l2_regularization": l2_regularization}
+    if resolved.label_stats:
+        params["label_stats"] = resolved.label_stats
     if task == "classification":
         params["num_classes"] = int(data.num_classes(sec))
     config = RunConfig(model_dir=os.path.join(out_dir, "model"), train_batch_size=LINEAR_BATCH,

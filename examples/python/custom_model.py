@@ -55,7 +55,7 @@ def main(argv=None) -> dict:
         split_cpu(args.replicas)
     out = args.out or tempfile.mkdtemp(prefix="tpuestimator-example-")
     cfg = te.load_config(write_example("shapes", f"{out}/shapes"))
-    section = cfg.section("data")
+    section = cfg.data
     est = te.Estimator(image_classifier,
                        te.RunConfig(model_dir=f"{out}/model", train_batch_size=32, eval_batch_size=32,
                                     iterations_per_loop=50, save_checkpoints_steps=100,

@@ -135,9 +135,6 @@ class JobConfig:
     def params(self) -> dict:
         return copy.deepcopy(dict(self.raw["params"]))
 
-    def section(self, name: str) -> dict:
-        return copy.deepcopy(dict(self.raw[name]))
-
     # Typed views of the sections (`cfg.train.max_steps`): every field the schema declares,
     # and only those, so a field name is spelled in the schema and at its use, never as a
     # `raw["train"]["max_steps"]` string lookup (tests/python/test_architecture.py checks).
@@ -159,17 +156,21 @@ class JobConfig:
         return self.run.model_dir or os.path.join("models", self.name)
 
     def to_dict(self) -> dict:
+        """A plain dict, where one must go: a file (config.yaml, a run's), R, new overrides."""
         return copy.deepcopy(dict(self.raw))
 
     def replace(self, **sections: Any) -> JobConfig:
-        """A copy with whole sections merged in (validated again)."""
+        """A copy with whole sections merged in: a real change, so the changed sections are checked
+        against the schema and the rules across sections run again (not the rest: loaded valid)."""
         raw = self.to_dict()
         for key, value in sections.items():
             if isinstance(value, Mapping) and isinstance(raw.get(key), Mapping):
                 raw[key] = _deep_merge(raw[key], value)
             else:
                 raw[key] = value
-        return _finish(raw, self.source, self.overrides, base_dir=None)
+        validate({key: raw[key] for key in sections}, source=self.source, partial=True)
+        _check_semantics(raw, self.source)
+        return JobConfig(raw=raw, source=self.source, overrides=self.overrides)
 
 
 def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = (),
@@ -283,16 +284,19 @@ def _deep_merge(base: dict, update: Mapping) -> dict:
     return base
 
 
-def validate(raw: Mapping[str, Any], *, source: str | None = None) -> None:
+def validate(raw: Mapping[str, Any], *, source: str | None = None, partial: bool = False) -> None:
     """Validates a configuration against the JSON Schema.
+
+    `partial`: `raw` holds some sections only (`JobConfig.replace`); an unknown one still fails.
 
     Raises:
       ConfigError: for the first problem found (the most specific one), naming the field.
     """
     import jsonschema
 
-    validator_cls = jsonschema.validators.validator_for(schema())
-    validator = validator_cls(schema())
+    rules = {**schema(), "required": []} if partial else schema()
+    validator_cls = jsonschema.validators.validator_for(rules)
+    validator = validator_cls(rules)
     errors = sorted(validator.iter_errors(raw), key=lambda e: (len(list(e.absolute_path)), e.path))
     if not errors:
         return
@@ -390,7 +394,7 @@ def _check_semantics(cfg: dict, source: str | None) -> None:
 
 
 def dump_config(cfg: JobConfig, path: str) -> None:
-    """Writes the resolved configuration as YAML, atomically."""
+    """Writes the resolved configuration as YAML, atomically (a file: the plain dict, `to_dict`)."""
     from tpuestimator.system.io import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -325,3 +325,79 @@ def test_a_command_module_that_cannot_be_imported_fails_the_parser(monkeypatch):
     monkeypatch.setattr(cli, "COMMAND_MODULES", (*cli.COMMAND_MODULES, "nosuch"))
     with pytest.raises(ModuleNotFoundError, match="tpuestimator.commands.nosuch"):
         cli.build_parser()
+
+
+# Where a data section (a dict: a user's, an export's metadata) is parsed into the typed
+# `data.spec.DataSpec`: the one function that reads it by key.
+SECTION_PARSERS = {("data/spec.py", "resolve_section")}
+# The schema's defaults, read by name where a typed field declares its default.
+DEFAULT_TABLES = {"DEFAULTS", "_SECTION_DEFAULTS", "_SCHEMA_DEFAULTS"}
+
+
+def _section_key_reads(tree: ast.AST) -> list[tuple[ast.AST, str | None]]:
+    """A config section's field read by string key: `section["label"]`, `data_section.get("format")`,
+    `sec.setdefault("train", ...)` on a name holding "section", and `cfg.section("data")`; each with
+    the function it is in."""
+    where: dict[int, str] = {}
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(func):
+                where[id(node)] = func.name
+    found = []
+    for node in ast.walk(tree):
+        base = key = None
+        if isinstance(node, ast.Subscript):
+            base, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "section":
+                found.append((node, where.get(id(node))))
+                continue
+            if node.func.attr in ("get", "setdefault", "pop") and node.args:
+                base, key = node.func.value, node.args[0]
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        name = getattr(base, "id", getattr(base, "attr", None))
+        if name and "section" in name.lower() and name not in DEFAULT_TABLES:
+            found.append((node, where.get(id(node))))
+    return found
+
+
+def test_config_sections_are_passed_typed():
+    """Config sections travel as typed objects: the config's views (`cfg.data`, `cfg.debug`) and the
+    data layer's `DataSpec`, whose fields are attributes; a section is never read by string key
+    (`section["label"]`, `cfg.section("data")`) outside config.py and the one parser
+    (`data.spec.resolve_section`). The resolved facts (the manifest's folder and splits, a
+    table's raw values) are named fields, never private keys (`"_dir"`) in a section dict."""
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if p != PACKAGE / "config.py"] + sorted(bridge.rglob("*.py"))
+    for path in files:
+        rel = path.relative_to(PACKAGE).as_posix() if PACKAGE in path.parents else path.name
+        for node, function in _section_key_reads(ast.parse(path.read_text())):
+            if (rel, function) not in SECTION_PARSERS:
+                offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    for path in sorted((PACKAGE / "data").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ("_dir", "_table_raw", "_resolved_manifest",
+                                                                 "_num_classes"):
+                offenders.append(f"data/{path.name}:{node.lineno} private key {node.value!r}")
+    assert not offenders, "config sections read by string key (pass the typed view / DataSpec): " + "; ".join(offenders)
+
+
+def test_section_key_finder_finds_string_lookups():
+    code = ('a = section["label"]\nb = data_section.get("format")\nc = cfg.section("data")\nd = spec.label\n'
+            'e = row["run_dir"]\nf = _SECTION_DEFAULTS["cache"]\n')
+    assert sorted(node.lineno for node, _ in _section_key_reads(ast.parse(code))) == [1, 2, 3]
+
+
+def test_data_spec_defaults_are_the_schema_defaults():
+    import dataclasses
+
+    from tpuestimator.config import DEFAULTS
+    from tpuestimator.data.spec import Assertion, Augment, DataSpec
+
+    typed = {"augment": lambda v: Augment(**v), "assertions": lambda v: tuple(Assertion(**a) for a in v)}
+    for field in dataclasses.fields(DataSpec):
+        if field.name in DEFAULTS["data"]:
+            default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+            assert default == typed.get(field.name, lambda v: v)(DEFAULTS["data"][field.name]), field.name

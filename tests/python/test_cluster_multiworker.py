@@ -153,12 +153,12 @@ def test_record_sharding_with_fewer_files_than_workers_splits_every_record_once(
     seen = []
     for worker in range(2):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=2)
-        ds = build_dataset(section, "eval", section["eval"], batch_size=4, input_context=ctx)
+        ds = build_dataset(section, "eval", section.eval, batch_size=4, input_context=ctx)
         images = np.concatenate([f["image"].numpy().reshape(len(y), -1) for f, y in ds])
         assert len(images) == 6
         seen.append(images)
     everything = np.concatenate([f["image"].numpy().reshape(len(y), -1)
-                                 for f, y in build_dataset(section, "eval", section["eval"], batch_size=4)])
+                                 for f, y in build_dataset(section, "eval", section.eval, batch_size=4)])
     both = np.concatenate(seen)
     assert sorted(map(bytes, both)) == sorted(map(bytes, everything))
 
@@ -223,6 +223,11 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     assert sorted(os.listdir(model_dir)) == ["checkpoint", "ckpt-40.data-00000-of-00001", "ckpt-40.index",
                                              "config.yaml", "eval_sidecar", "export", "last_evaluation.json"]
     assert os.listdir(model_dir / "export" / "final") == ["40"]
+    # synchronous replicas: the optimizer counted each global step once (no lost or double step)
+    import tensorflow as tf
+
+    optimizer_steps = tf.train.load_variable(str(model_dir / "ckpt-40"), "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")
+    assert optimizer_steps == 40
     assert len(ls_runs(str(runs_dir))) == 1
     assert _scratch_left(tmp_path) == []
     summary = result.chief_summary()

@@ -91,3 +91,16 @@ def test_filled_config_round_trips():
     again = load_config(cfg.to_dict())
     assert again.to_dict() == cfg.to_dict()
     assert cfg.replace(train={"max_steps": 7}).raw["train"]["max_steps"] == 7
+
+
+def test_replace_checks_what_changed_and_the_rules_across_sections():
+    """`replace` is a real change: the changed section is checked against the schema and the
+    rules across sections run again; the config is not reloaded (its source stays)."""
+    cfg = load_config(BAD["base"])
+    with pytest.raises(ConfigError, match="train.batch_size"):
+        cfg.replace(train={"batch_size": "many"})
+    with pytest.raises(ConfigError, match="train.save_checkpoints_steps"):
+        cfg.replace(train={"iterations_per_loop": 7, "save_checkpoints_steps": 10})
+    with pytest.raises(ConfigError, match="nosuch"):
+        cfg.replace(nosuch={"a": 1})
+    assert cfg.replace(run={"strategy": "cpu"}).source == cfg.source

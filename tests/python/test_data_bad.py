@@ -128,7 +128,7 @@ def test_unreadable_jpeg_in_a_record_is_named(tmp_path):
 def test_scan_file_passes_good_files_and_num_examples():
     section = resolve_section(resolve({"format": "mnist", "train": "mnist_good.tfrecord",
                                        "eval": "mnist_good.tfrecord", "image": {"height": 8, "width": 8}}))
-    assert scan_file(section, section["eval"], num_classes=3) is None
+    assert scan_file(section, section.eval, num_classes=3) is None
     assert num_examples(section, "train") == 12
     parity = {"manifest": str(FIX / "parity" / "manifest.json")}
     assert num_examples(parity, "train") == 96 and num_examples(parity, "eval") == 24

@@ -37,7 +37,7 @@ def test_digits_example_is_the_real_optdigits_split_and_reproducible(tmp_path):
 def test_write_example_digits_reads_back(tmp_path):
     config = write_example("digits", tmp_path / "d")
     cfg = load_config(config)
-    section = cfg.section("data")
+    section = cfg.data
     assert cfg.model == "cnn" and num_classes(section) == 10 and vocabulary(section)[3] == "3"
     images, labels = [], []
     for f, lab in make_input_fn(section, "eval")({"batch_size": 100}):
@@ -58,8 +58,8 @@ def test_shapes_example_is_generated_deterministically(tmp_path):
     for name in ("train.tfrecord", "eval.tfrecord", "manifest.json", "labels.txt"):
         assert digest(tmp_path / "a" / name) == digest(tmp_path / "b" / name)
     cfg = load_config(a)
-    assert cfg.model == "image_classifier" and vocabulary(cfg.section("data")) == ["circle", "square", "triangle"]
-    f, lab = next(iter(make_input_fn(cfg.section("data"), "train")({"batch_size": 8, "seed": 0})))
+    assert cfg.model == "image_classifier" and vocabulary(cfg.data) == ["circle", "square", "triangle"]
+    f, lab = next(iter(make_input_fn(cfg.data, "train")({"batch_size": 8, "seed": 0})))
     assert f["image"].shape == (8, 32, 32, 3) and lab.shape == (8,)
     assert set(list_examples()) == {"digits", "shapes"} and Path(b).name == "shapes.yaml"
     with pytest.raises(ConfigError):
@@ -68,7 +68,7 @@ def test_shapes_example_is_generated_deterministically(tmp_path):
 
 def test_parity_fixture_config_loads():
     cfg = load_config(REPO / "tests" / "fixtures" / "parity" / "parity.yaml")
-    section = cfg.section("data")
+    section = cfg.data
     assert num_classes(section) == 3
     f, lab = next(iter(make_input_fn(section, "eval")({"batch_size": 24})))
     assert f["x"].shape == (24, 4) and sorted(np.bincount(lab.numpy()).tolist()) == [8, 8, 8]

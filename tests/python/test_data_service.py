@@ -115,7 +115,7 @@ def test_a_training_run_fed_by_two_service_workers(served, records, tmp_path):
 
     local = dict(config, data={k: v for k, v in config["data"].items() if k != "service"},
                  train={**config["train"], "max_steps": 80})
-    assert check_model_dir(load_config(local).to_dict(), str(tmp_path / "model")) == 60
+    assert check_model_dir(load_config(local), str(tmp_path / "model")) == 60
 
 
 def test_bad_service_settings_are_config_errors(records):
@@ -167,7 +167,7 @@ def test_job_names_shared_by_the_processes_of_one_training_only():
 
     def name(pipeline_id=None, *, pipelines=2, seed=5, **section):
         ctx = None if pipeline_id is None else tf.distribute.InputContext(pipelines, pipeline_id, pipelines)
-        return data_service.job_name(section, pattern="/data/train-*", seed=seed, input_context=ctx)
+        return data_service.job_name(specs.DataSpec(format="mnist", **section), pattern="/data/train-*", seed=seed, input_context=ctx)
 
     assert name(0) == name(1)  # multi-worker trainers join one job: the service splits it between them
     assert name(0) != name(0, seed=6)  # a resumed run (seed + start step) starts a new job

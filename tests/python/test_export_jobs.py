@@ -175,12 +175,12 @@ def test_batch_predictions_equal_estimator_predict_in_csv_and_parquet(digits, tm
 
 
 def test_image_files_predict_like_their_records(digits, tmp_path):
-    from tpuestimator.data import make_input_fn
+    from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import load_job_config
 
     cfg = load_job_config(digits["result"].model_dir)
-    section = dict(cfg.section("data"), eval=digits["eval"])
+    section = resolve_section(cfg.data).replace(eval=digits["eval"])
     images = next(iter(make_input_fn(section, "eval")({"batch_size": 4})))[0]["image"].numpy()
     for i, img in enumerate(images):   # 8x8 grey, pixels k/255: PNG keeps them exactly
         Image.fromarray(np.rint(img[..., 0] * 255).astype(np.uint8)).save(tmp_path / f"{i}.png")
@@ -361,7 +361,7 @@ def _tf_serving_row_format(body: dict, export) -> dict:
 def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, tmp_path):
     """The README's TF Serving requests, built as written there (the shell line run by bash, the
     Python lines run), go through the loaded signatures and give the predictions of the records."""
-    from tpuestimator.data import make_input_fn
+    from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import load_job_config
     from tpuestimator.serving import open_export
@@ -373,7 +373,7 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     python_block = deploy[deploy.index("```python") + len("```python"):]
     python_block = python_block[:python_block.index("request = urllib")]
     cfg = load_job_config(digits["result"].model_dir)
-    image = next(iter(make_input_fn(dict(cfg.section("data"), eval=digits["eval"]), "eval")({"batch_size": 1})))
+    image = next(iter(make_input_fn(resolve_section(cfg.data).replace(eval=digits["eval"]), "eval")({"batch_size": 1})))
     Image.fromarray(np.rint(image[0]["image"].numpy()[0, ..., 0] * 255).astype(np.uint8)).save(tmp_path / "digit.png")
     subprocess.run(["bash", "-c", printf], cwd=tmp_path, check=True)
     image_body = json.loads((tmp_path / "request.json").read_text())

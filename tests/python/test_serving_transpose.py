@@ -42,7 +42,7 @@ def job(tmp_path_factory):
         r, {"image_raw": tf.io.FixedLenFeature([], tf.string)})["image_raw"], tf.uint8), [8, 8, 1]) for r in records]
     # the eval features in the natural layout: the eval input with transpose_input off
     plain = input_fn_for(cfg, "eval")
-    section = dict(plain.data_section, transpose_input=False)
+    section = plain.data_spec.replace(transpose_input=False)
     from tpuestimator.data import make_input_fn
 
     natural_all = next(iter(make_input_fn(section, "eval")({"batch_size": 360})))[0]["image"].numpy()

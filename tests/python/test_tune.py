@@ -66,6 +66,9 @@ def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any
         in captured.err and "--grid nosuch.field=" in captured.err
     assert main(["tune", config, "--grid", "train.max_step=1,2", "--runs-dir", str(runs_dir)]) == 2
     assert "did you mean `max_steps`?" in capsys.readouterr().err
+    # A short name without its section is matched against every section's fields.
+    assert main(["tune", config, "--grid", "learnin_rate=0.1,0.2", "--runs-dir", str(runs_dir)]) == 2
+    assert "did you mean `params.learning_rate`?" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="in `train`, one of async_checkpoint") as caught:
         tuning_run(config, {"train.nosuch": [1, 2]}, runs_dir=str(runs_dir))
     assert caught.value.field == "train.nosuch"

@@ -48,3 +48,112 @@ def test_building_a_strategy_puts_the_work_around_in_place(python_env):
             "assert hasattr(mdi._create_device_dataset, '__wrapped__')\n")
     proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _optimizers_and_counters():
+    """A built Adam, and a built LossScaleOptimizer around another, with their integer counters."""
+    import keras
+
+    weights = keras.Variable(np.ones(3, "float32"))
+    adam = keras.optimizers.Adam(0.1)
+    scaled = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.1))
+    for optimizer in (adam, scaled):
+        optimizer.build([weights])
+    return weights, adam, scaled
+
+
+def _op_types(fn) -> set:
+    import tensorflow as tf
+
+    return {op.type for op in tf.function(fn).get_concrete_function().graph.get_operations()}
+
+
+def _calling(method, value):
+    """`method(value)` as a function of no arguments (for tracing)."""
+    return lambda: method(value)
+
+
+def test_optimizer_step_counters_add_in_one_op_of_the_tf_variable():
+    """Keras's `iterations.assign_add(1)` is a read, an addition and a write (three ops: two
+    parameter-server workers can interleave them and lose a step); after
+    `atomic_optimizer_counters` it is the `tf.Variable`'s own `AssignAddVariableOp`."""
+    from tpuestimator.core.workarounds import atomic_optimizer_counters
+
+    _, adam, scaled = _optimizers_and_counters()
+    assert {"AssignVariableOp", "AddV2"} <= _op_types(_calling(adam.iterations.assign_add, 1))  # Keras's own
+    assert [v.path for v in atomic_optimizer_counters(adam)] == [adam.iterations.path]
+    assert [v.path for v in atomic_optimizer_counters(adam)] == [adam.iterations.path]  # a second call: the same
+    counters = atomic_optimizer_counters(scaled)
+    # the wrapped optimizer's counter (the one `iterations` reads), the loss scale's growth
+    # counter, and the wrapper's own (unused) counter
+    assert {v.path for v in counters} == {scaled.iterations.path, scaled.step_counter.path,
+                                          f"{scaled.name}/iteration"}
+    for counter in [adam.iterations, *counters]:
+        # the variable is read only after the update (the returned value): no read-add-write
+        added, subtracted = _op_types(_calling(counter.assign_add, 1)), _op_types(_calling(counter.assign_sub, 1))
+        assert "AssignAddVariableOp" in added and not added & {"AssignVariableOp", "AddV2"}, added
+        assert "AssignSubVariableOp" in subtracted and not subtracted & {"AssignVariableOp", "Sub"}, subtracted
+    before = int(adam.iterations.numpy())
+    adam.iterations.assign_add(2)
+    adam.iterations.assign_sub(1)
+    assert int(adam.iterations.numpy()) == before + 1
+
+
+def test_checkpoints_of_optimizers_with_and_without_atomic_counters_restore_into_each_other(tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from tpuestimator.core.workarounds import atomic_optimizer_counters
+
+    def train(optimizer, weights, steps):
+        for _ in range(steps):
+            optimizer.apply_gradients([(tf.constant([0.5, -1.0, 2.0]), weights)])
+
+    def fresh(atomic: bool):
+        weights = keras.Variable(np.ones(3, "float32"))
+        optimizer = keras.optimizers.Adam(0.1)
+        optimizer.build([weights])
+        if atomic:
+            atomic_optimizer_counters(optimizer)
+        return weights, optimizer
+
+    # written as before the work-around, restored with it, and the other way round
+    for written_atomic, path in ((False, tmp_path / "before"), (True, tmp_path / "after")):
+        weights, optimizer = fresh(written_atomic)
+        train(optimizer, weights, 3)
+        saved = tf.train.Checkpoint(weights=weights, optimizer=optimizer).write(str(path))
+        weights2, optimizer2 = fresh(not written_atomic)
+        tf.train.Checkpoint(weights=weights2, optimizer=optimizer2).read(saved).assert_consumed()
+        assert int(optimizer2.iterations.numpy()) == 3
+        np.testing.assert_array_equal(weights2.numpy(), weights.numpy())
+        for a, b in zip(optimizer.variables, optimizer2.variables):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        train(optimizer2, weights2, 2)
+        assert int(optimizer2.iterations.numpy()) == 5
+
+
+def test_a_learning_rate_schedule_sees_the_global_step_on_several_replicas_and_after_a_resume(tmp_path):
+    """The optimizer counts one step per global step, not one per replica (8 replicas), and a
+    resumed training continues its count from the checkpoint."""
+    import dataclasses
+
+    import keras
+
+    from helpers import array_input_fn, make_data
+    from tpuestimator.core.estimator import Estimator, RunConfig
+    from tpuestimator.models.tabular import linear
+
+    def schedule():
+        return keras.optimizers.schedules.PolynomialDecay(0.01, decay_steps=1000, end_learning_rate=0.0)
+
+    def linear_on_a_schedule(params):
+        return dataclasses.replace(linear(params), optimizer=keras.optimizers.Adam(schedule()))
+
+    x, y = make_data(256, dim=4)
+    config = RunConfig(model_dir=str(tmp_path), strategy="mirrored", train_batch_size=16, iterations_per_loop=5)
+    for target in (15, 25):  # the second Estimator resumes from the first's checkpoint at 15
+        estimator = Estimator(linear_on_a_schedule, config, {"num_classes": 3})
+        estimator.train(array_input_fn(x, y), max_steps=target)
+        optimizer = estimator.state.optimizer
+        assert estimator.global_step == int(optimizer.iterations.numpy()) == target
+        assert float(optimizer.learning_rate.numpy()) == float(schedule()(target).numpy())

@@ -393,4 +393,5 @@ def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, r
     summary = result.chief_summary()
     return {"run_dir": summary.get("run_dir"), "model_dir": summary.get("model_dir"),
             "export_dir": summary.get("export_dir"), "metrics": summary["metrics"], "history": [],
-            "global_step": summary.get("global_step"), "config": cfg.to_dict(), "restarts": result.restarts}
+            "global_step": summary.get("global_step"), "config": cfg.to_dict(),  # a plain dict: R's result
+            "restarts": result.restarts}

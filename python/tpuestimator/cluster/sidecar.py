@@ -88,7 +88,7 @@ def run_sidecar_evaluator(config, *, model_dir: str | None = None, runs_dir: str
     cfg = config if isinstance(config, JobConfig) else load_config(config)
     if cfg.run.strategy in ("multi_worker", "parameter_server"):
         # The evaluator is no member of the training cluster: it evaluates on its own devices.
-        cfg = load_config(cfg.to_dict(), ["run.strategy=auto"])
+        cfg = cfg.replace(run={"strategy": "auto"})  # only the changed section validated again
     model_dir = model_dir or cfg.run.model_dir or cfg.model_dir
     runs_dir = runs_dir or cfg.run.runs_dir
     max_steps = cfg.train.max_steps

@@ -50,7 +50,7 @@ def run(args) -> int:
         sys.stderr.flush()
         os._exit(0)  # a tf.distribute.Server cannot be stopped: its threads would keep the process alive
     if role == "evaluator":
-        record = run_sidecar_evaluator(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir)
+        record = run_sidecar_evaluator(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, model_fn=model_fn)
         steps = ", ".join(str(e["step"]) for e in record["evaluations"]) or "none"
         print(f"side-car evaluator: evaluated the checkpoints of steps {steps}")
         if record["run_dir"]:

@@ -63,7 +63,9 @@ def run(args) -> int:
 
         quiet_tensorflow()
     cfg = load_config(args.config, args.overrides)
-    resolve_model_fn(cfg.model)  # a model function that cannot be imported fails before any trial
+    # a model function that cannot be imported fails before any trial; resolved once and passed
+    # to every trial, unless the grid chooses the model itself
+    model_fn = resolve_model_fn(cfg.model)
     runs_dir = args.runs_dir or cfg.run.runs_dir or "runs"
 
     attempted = []
@@ -77,7 +79,8 @@ def run(args) -> int:
         print(f"continuing the tuning {kept['stamp']}: {len(kept['finished'])} of {len(kept['combos'])} "
               "combination(s) finished", flush=True)
     results = tuning_run(args.config, grid, sample=args.sample, overrides=args.overrides, runs_dir=runs_dir,
-                         export=not args.no_export, on_run=on_run, handle_signals=True)
+                         export=not args.no_export, on_run=on_run, handle_signals=True,
+                         model_fn=None if "model" in grid else model_fn)
     # the tuning's runs: this call's, and a continued tuning's earlier ones (same `tuning_run` stamp)
     names = {str(r.run_dir) for r in results if r.run_dir}
     rows = ls_runs(runs_dir, order=args.sort, decreasing=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tpuestimator.core.workarounds import atomic_optimizer_counters
 from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.spec import ModelSpec
 
@@ -128,6 +129,7 @@ def build_state(model_fn, params: dict, feature_spec: dict, *, strategy, precisi
                 spec.model.build(build_shapes or {k: (None, *s) for k, (s, _) in feature_spec.items()})
             _refuse_sharded_weights(spec.model)
             optimizer.build(spec.model.trainable_variables)
+            atomic_optimizer_counters(optimizer)  # parameter servers: no lost step
             step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             train_metrics = {"loss": keras.metrics.Mean(name="loss"),

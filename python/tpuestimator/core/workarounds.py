@@ -1,4 +1,4 @@
-"""Work-arounds for bugs in the TensorFlow versions tpuestimator supports, one function each.
+"""Work-arounds for bugs in the TensorFlow and Keras versions tpuestimator supports, one function each.
 
 Each names the symptom, the cause and how to tell when it can go. They are applied by the
 code that would hit the bug (not at import), and applying one twice is harmless.
@@ -51,3 +51,63 @@ def fast_multi_device_iterator_teardown() -> bool:
     mdi._create_device_dataset = create_device_dataset
     _applied.add(name)
     return True
+
+
+def atomic_optimizer_counters(optimizer) -> list:
+    """Make the optimizer's step counters add in one op, so parameter-server workers lose no step.
+
+    Symptom (Keras 3.x, TensorFlow backend): under parameter servers with 2 workers,
+    `optimizer.iterations` read 169 after 200 steps (tests/python/test_cluster_ps.py), so
+    learning-rate schedules, Adam's bias correction and a `LossScaleOptimizer`'s growth
+    interval lag behind the global step.
+    Cause: the optimizer ends each `apply` with `iterations.assign_add(1)`, and Keras's
+    `Variable.assign_add` is `assign(self + value)`: a read, then a write. The counter lives on
+    a ps and both workers update it at once, so one worker's write can undo the other's
+    increment. (The optimizer's own `assign_add`, used for its slots, already adds on the
+    `tf.Variable`; only the counters take Keras's path.)
+    Here each integer variable of the optimizer (the iteration counter; a `LossScaleOptimizer`'s
+    `step_counter`) becomes an instance of a subclass of its own Keras variable class whose
+    `assign_add`/`assign_sub` call the underlying `tf.Variable`'s (`Variable.value`), one op the
+    ps applies under the variable's lock. Same objects, names and values: checkpoints written
+    before and after restore into each other. Elsewhere it is the same update in one op
+    instead of two. Keras's stateless scopes are not a concern: the TensorFlow backend refuses
+    `stateless_apply`. Remove when Keras's TensorFlow `Variable.assign_add` calls
+    `tf.Variable.assign_add`.
+
+    Returns the counters now adding atomically.
+    """
+    counters = [v for v in optimizer.variables if _is_integer(v)]
+    for counter in counters:
+        if not isinstance(counter, AtomicAddition):
+            counter.__class__ = _atomic_class(type(counter))
+    return counters
+
+
+class AtomicAddition:
+    """Mixin of `atomic_optimizer_counters`: `assign_add`/`assign_sub` of a Keras TensorFlow
+    variable done by its `tf.Variable` in one op."""
+
+    def assign_add(self, value):
+        import tensorflow as tf
+
+        return self.value.assign_add(tf.cast(value, self.value.dtype))
+
+    def assign_sub(self, value):
+        import tensorflow as tf
+
+        return self.value.assign_sub(tf.cast(value, self.value.dtype))
+
+
+_atomic_classes: dict[type, type] = {}
+
+
+def _atomic_class(cls: type) -> type:
+    if cls not in _atomic_classes:
+        _atomic_classes[cls] = type(f"Atomic{cls.__name__}", (AtomicAddition, cls), {})
+    return _atomic_classes[cls]
+
+
+def _is_integer(variable) -> bool:
+    import tensorflow as tf
+
+    return tf.as_dtype(variable.dtype).is_integer

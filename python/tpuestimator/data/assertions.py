@@ -6,9 +6,6 @@ index, the feature and the offending values.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import tensorflow as tf
 
 from tpuestimator.data import spec as specs
@@ -18,19 +15,19 @@ ASSERT_MARKER = "tpuestimator data assertion"
 LABEL_MARKER = "tpuestimator label range"
 
 
-def check_assertions(section: Mapping[str, Any]) -> None:
+def check_assertions(spec: specs.DataSpec) -> None:
     """Checks that every `data.assertions` entry names a feature the model receives.
 
     Raises:
       DataError: naming the unknown feature and the known ones.
     """
-    known = specs.model_features(section)
-    for a in section.get("assertions") or []:
-        name = a["feature"]
+    known = specs.model_features(spec)
+    for a in spec.assertions:
+        name = a.feature
         if name not in known:
             raise DataError(f"data.assertions: feature {name!r} is not one the model receives "
                             f"({', '.join(known)}); image formats call the image 'image'.", feature=name)
-        if known[name][1] == "string" and any(k in a for k in ("min", "max", "finite", "non_negative")):
+        if known[name][1] == "string" and any(getattr(a, k) is not None for k in ("min", "max", "finite", "non_negative")):
             raise DataError(f"data.assertions: feature {name!r} holds strings; only `shape` can be asserted.",
                             feature=name)
 
@@ -44,10 +41,10 @@ def assert_label_range(labels: tf.Tensor, num_classes: int, offset: int) -> tf.T
         return tf.identity(labels)
 
 
-def apply_assertions(features: dict, assertions: list[dict], fmt: str) -> dict:
+def apply_assertions(features: dict, assertions: list[specs.Assertion], fmt: str) -> dict:
     out = dict(features)
     for a in assertions:
-        name = a["feature"]
+        name = a.feature
         x = out[name]
         checks = []
         xf = tf.cast(x, tf.float32) if x.dtype != tf.string else None
@@ -56,29 +53,29 @@ def apply_assertions(features: dict, assertions: list[dict], fmt: str) -> dict:
         def bad_values(mask, flat=flat):
             return tf.boolean_mask(flat, mask)
 
-        if "shape" in a:
-            want = list(a["shape"])
+        if a.shape is not None:
+            want = list(a.shape)
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(tf.equal(tf.shape(x)[1:], want)),
                 [f"{ASSERT_MARKER}: feature {name!r} shape must be {want}, got", tf.shape(x)[1:]]))
         if flat is not None:
-            if a.get("finite"):
+            if a.finite:
                 bad = tf.logical_not(tf.math.is_finite(flat))
                 checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
                     f"{ASSERT_MARKER}: feature {name!r} must be finite; offending values:", bad_values(bad)],
                     summarize=10))
-            lo = a.get("min", 0.0 if a.get("non_negative") else None)
-            if a.get("non_negative") and a.get("min") is not None:
-                lo = max(0.0, float(a["min"]))
+            lo = a.min if a.min is not None else (0.0 if a.non_negative else None)
+            if a.non_negative and a.min is not None:
+                lo = max(0.0, float(a.min))
             if lo is not None:
                 bad = flat < float(lo)
                 checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
                     f"{ASSERT_MARKER}: feature {name!r} must be >= {lo}; offending values:", bad_values(bad)],
                     summarize=10))
-            if a.get("max") is not None:
-                bad = flat > float(a["max"])
+            if a.max is not None:
+                bad = flat > float(a.max)
                 checks.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [
-                    f"{ASSERT_MARKER}: feature {name!r} must be <= {a['max']}; offending values:", bad_values(bad)],
+                    f"{ASSERT_MARKER}: feature {name!r} must be <= {a.max}; offending values:", bad_values(bad)],
                     summarize=10))
         if checks:
             with tf.control_dependencies(checks):

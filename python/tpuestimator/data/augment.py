@@ -10,10 +10,11 @@ was resumed from a checkpoint (which skips the batches before it without augment
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import tensorflow as tf
+
+from tpuestimator.data.spec import DataSpec
 
 
 def scale_pixels(unit_images: tf.Tensor, scale: str) -> tf.Tensor:
@@ -34,26 +35,25 @@ def position_seed(seed: int, index: tf.Tensor) -> tf.Tensor:
     return tf.random.experimental.stateless_fold_in(base, tf.cast(index, tf.int64), alg="philox")
 
 
-def augmentation_active(section: Mapping[str, Any]) -> bool:
+def augmentation_active(spec: DataSpec) -> bool:
     """Whether train mode augments: an image format with any `data.augment` switch on."""
-    aug = section.get("augment") or {}
-    return section["format"] in ("mnist", "flowers") and any(bool(v) for v in aug.values())
+    return spec.format in ("mnist", "flowers") and spec.augment.active
 
 
-def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
+def make_augmenter(spec: DataSpec) -> Callable | None:
     """Train-time augmentation of a batch of raw-pixel images (mnist format): flip, brightness, contrast.
 
     `augment(features, labels, seed)`: `seed` is an int64 [2] tensor (stateless randomness,
     module docstring). Random per image, vectorised over the batch. Returns None for JPEG/PNG
     formats (see `make_image_augmenter`) or when nothing is switched on.
     """
-    aug = section.get("augment") or {}
-    if not augmentation_active(section) or section["format"] == "flowers":
+    aug = spec.augment
+    if not augmentation_active(spec) or spec.format == "flowers":
         return None
-    flip = bool(aug.get("flip_left_right"))
-    brightness = float(aug.get("brightness") or 0.0)
-    contrast = aug.get("contrast")
-    scale = section["image"]["scale"]
+    flip = bool(aug.flip_left_right)
+    brightness = float(aug.brightness or 0.0)
+    contrast = aug.contrast
+    scale = spec.image.scale
 
     def augment(features, labels, seed):
         x = features["image"]
@@ -76,7 +76,7 @@ def make_augmenter(section: Mapping[str, Any]) -> Callable | None:
     return augment
 
 
-def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
+def make_image_augmenter(spec: DataSpec) -> Callable | None:
     """TPUEstimator's flowers example's train-time augmentation for one decoded JPEG/PNG image (flowers format).
 
     `augment_image(image [H, W, c] of any size, max_value, seed) -> float32 [h, w, c]` (scaled per
@@ -86,16 +86,16 @@ def make_image_augmenter(section: Mapping[str, Any]) -> Callable | None:
     version measured 2x slower); returns None when nothing is on or the format is not flowers.
     `seed` is an int64 [2] tensor (stateless randomness, module docstring).
     """
-    aug = section.get("augment") or {}
-    if not augmentation_active(section) or section["format"] != "flowers":
+    aug = spec.augment
+    if not augmentation_active(spec) or spec.format != "flowers":
         return None
-    image = section["image"]
-    height, width, channels = image["height"], image["width"], image["channels"]
-    crop = bool(aug.get("random_crop"))
-    flip = bool(aug.get("flip_left_right"))
-    brightness = float(aug.get("brightness") or 0.0)
-    contrast = aug.get("contrast")
-    scale = image["scale"]
+    image = spec.image
+    height, width, channels = image.height, image.width, image.channels
+    crop = bool(aug.random_crop)
+    flip = bool(aug.flip_left_right)
+    brightness = float(aug.brightness or 0.0)
+    contrast = aug.contrast
+    scale = image.scale
 
     # the flowers example: resize to (h + 10, w + 10), then a random (h, w) crop
     size = [height + 10, width + 10] if crop else [height, width]

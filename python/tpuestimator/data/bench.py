@@ -36,11 +36,11 @@ def rate(dataset: tf.data.Dataset, *, seconds: float = 3.0, warmup: int = 3,
     return {"records_per_s": records / elapsed, "batches_per_s": batches / elapsed, "seconds": elapsed}
 
 
-def raw_read_dataset(section: Mapping[str, Any], files: list[str], batch_size: int) -> tf.data.Dataset:
+def raw_read_dataset(spec: specs.DataSpec, files: list[str], batch_size: int) -> tf.data.Dataset:
     """The baseline: the same files read as raw bytes (no parsing), batched; parallel reads for remote files."""
     remote = any("://" in f for f in files)
-    ds = tf.data.TFRecordDataset(files, buffer_size=int(section["read_buffer_mb"]) * 1024 * 1024,
-                                 num_parallel_reads=max(1, min(int(section["cycle_length"]), len(files))) if remote
+    ds = tf.data.TFRecordDataset(files, buffer_size=int(spec.read_buffer_mb) * 1024 * 1024,
+                                 num_parallel_reads=max(1, min(int(spec.cycle_length), len(files))) if remote
                                  else None)
     return ds.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
@@ -52,48 +52,48 @@ def bench(target: str, *, mode: str = "train", batch_size: int | None = None, se
     Returns:
       {"pipeline": {records_per_s, ...}, "raw_read": {...}, "ratio", "batch_size", "mode", "advice": [...]}.
     """
-    section, pattern = section_for(target, mode=mode, overrides=overrides)
+    spec, pattern = section_for(target, mode=mode, overrides=overrides)
     if batch_size is None:
         batch_size = 128
         if target.endswith((".yaml", ".yml", ".json")) and not target.endswith(specs.MANIFEST_NAME):
             from tpuestimator.config import load_config
 
             cfg = load_config(target, overrides)
-            batch_size = int(cfg.section("train" if mode == "train" else "eval")["batch_size"])
+            batch_size = int((cfg.train if mode == "train" else cfg.eval).batch_size)
     files = list_files(pattern)
-    ds = build_dataset(section, mode, pattern, batch_size=batch_size, seed=0,
-                       num_classes=specs.num_classes(section))
+    ds = build_dataset(spec, mode, pattern, batch_size=batch_size, seed=0,
+                       num_classes=specs.num_classes(spec))
     if mode != "train":
         ds = ds.repeat()
     ours = rate(ds, seconds=seconds)
-    raw = rate(raw_read_dataset(section, files, batch_size), seconds=seconds, count=lambda b: int(b.shape[0]))
+    raw = rate(raw_read_dataset(spec, files, batch_size), seconds=seconds, count=lambda b: int(b.shape[0]))
     ratio = ours["records_per_s"] / raw["records_per_s"]
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
     return {"mode": mode, "batch_size": batch_size, "files": len(files), "bytes": total_bytes,
-            "pipeline": ours, "raw_read": raw, "ratio": ratio, "advice": advice(section, ratio, total_bytes, len(files))}
+            "pipeline": ours, "raw_read": raw, "ratio": ratio, "advice": advice(spec, ratio, total_bytes, len(files))}
 
 
-def advice(section: Mapping[str, Any], ratio: float, total_bytes: int, n_files: int) -> list[str]:
+def advice(spec: specs.DataSpec, ratio: float, total_bytes: int, n_files: int) -> list[str]:
     """What would make this pipeline faster, given its rate against the raw read rate."""
     tips = []
-    image_decode = section["format"] == "flowers" or any(
-        s.get("kind") in ("jpeg", "png") for s in (section.get("features") or {}).values())
+    image_decode = spec.format == "flowers" or any(
+        f.kind in ("jpeg", "png") for f in specs.record_features(spec, with_label=False).values())
     if ratio >= 0.8:
         tips.append(f"The pipeline runs at {ratio:.0%} of the raw read rate: reading, not parsing, is the limit.")
     elif image_decode:
         tips.append(f"The pipeline runs at {ratio:.0%} of the raw read rate: image decoding dominates.")
-        if not section.get("cache_decoded") and total_bytes < 512 * 2 ** 20:
+        if not spec.cache_decoded and total_bytes < 512 * 2 ** 20:
             tips.append("The data is small: set data.cache_decoded: true to decode each image once.")
-        if section.get("image", {}).get("decode_ratio", 1) == 1:
+        if (spec.image.decode_ratio if spec.image else 1) == 1:
             tips.append("For photos much larger than data.image, set data.image.decode_ratio: 2, 4 or 8 "
                         "(JPEGs decode at reduced size), or write them resized (`data write --image-size`).")
     else:
         tips.append(f"The pipeline runs at {ratio:.0%} of the raw read rate: parsing/decoding dominates; a "
                     "larger batch amortises the per-batch parse.")
-    if not section.get("cache") and total_bytes < 256 * 2 ** 20:
+    if not spec.cache and total_bytes < 256 * 2 ** 20:
         tips.append(f"The files total {total_bytes / 2 ** 20:.1f} MiB: data.cache: true keeps the raw records "
                     "in memory after the first epoch.")
-    if n_files < int(section.get("cycle_length", 8)) and total_bytes > 64 * 2 ** 20:
+    if n_files < int(spec.cycle_length) and total_bytes > 64 * 2 ** 20:
         tips.append(f"Only {n_files} file(s): write more shards (`data write --shards`) so reads run in parallel.")
     return tips
 

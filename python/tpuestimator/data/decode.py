@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -46,23 +46,22 @@ def list_files(pattern: str | list[str]) -> list[str]:
     return files
 
 
-def parse_spec(section: Mapping[str, Any], mode: str) -> dict[str, Any]:
+def parse_spec(spec: specs.DataSpec, mode: str) -> dict[str, Any]:
     """The `tf.io.parse_example` feature spec of the records (label optional in predict)."""
     out = {}
-    label = section.get("label")
-    columns = specs.feature_columns(section) or {}
-    for name, spec in specs.record_features(section).items():
-        if spec["kind"] == "label":
-            if specs.is_regression(section):
+    columns = specs.feature_columns(spec) or {}
+    for name, feature in specs.record_features(spec).items():
+        if feature.kind == "label":
+            if specs.is_regression(spec):
                 out[name] = tf.io.FixedLenFeature([], tf.float32, default_value=0.0 if mode == "predict" else None)
                 continue
-            default = (section.get("label_offset", 0) - 1) if mode == "predict" else None
+            default = (spec.label_offset - 1) if mode == "predict" else None
             out[name] = tf.io.FixedLenFeature([], tf.int64, default_value=default)
         else:
             # a table column with a missing-value policy: records leave a missing value out
             default = missing_default(columns[name]) if name in columns else None
-            out[name] = tf.io.FixedLenFeature(spec["shape"], _DTYPES[spec["dtype"]], default_value=default)
-    if label is None and mode != "predict":
+            out[name] = tf.io.FixedLenFeature(feature.shape, _DTYPES[feature.dtype], default_value=default)
+    if spec.label is None and mode != "predict":
         raise DataError("data.label is not set; with data.format 'features' name the int64 label feature "
                         "in data.label (labels are ids from 0; class names go in data.vocabulary).")
     return out
@@ -81,41 +80,40 @@ class BatchDecoder:
     lie in `[0, num_classes)` when the number of classes is known.
     """
 
-    def __init__(self, section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
+    def __init__(self, spec: specs.DataSpec, mode: str, *, num_classes: int | None = None,
                  image_augment: Callable | None = None):
-        self.section = section
+        self.spec = spec
         self.mode = mode
-        self.fmt = section["format"]
-        self.pspec = parse_spec(section, mode)
-        self.label_key = section.get("label")
-        self.offset = int(section.get("label_offset", 0))
+        self.fmt = spec.format
+        self.pspec = parse_spec(spec, mode)
+        self.label_key = spec.label
+        self.offset = int(spec.label_offset)
         self.num_classes = num_classes
-        self.image = section.get("image") or {}
+        self.image = spec.image or specs.ImageSpec()
         train = mode == "train"
-        aug = section.get("augment") or {}
         self.image_augment = image_augment
         # Train-time random crops cut an (h, w) window from the image resized to (h + 10, w + 10) as in
         # the flowers example; a per-image augmenter crops from the decoded image directly, else decode padded.
-        pad = 10 if (train and aug.get("random_crop") and self.fmt == "flowers" and image_augment is None) else 0
+        pad = 10 if (train and spec.augment.random_crop and self.fmt == "flowers" and image_augment is None) else 0
         # With augmentation on, images stay in [0, 1] until the augmenter has run (then it scales).
-        self.img_scale = "unit" if (train and augmentation_active(section)) else self.image.get("scale", "unit")
-        self.assertions = list(section.get("assertions") or [])
-        self.features = specs.record_features(section, with_label=False)
-        columns = specs.feature_columns(section)
+        self.img_scale = "unit" if (train and augmentation_active(spec)) else self.image.scale
+        self.assertions = list(spec.assertions)
+        self.features = specs.record_features(spec, with_label=False)
+        columns = specs.feature_columns(spec)
         # a table: raw values -> the model's numbers, here on the host (string lookups cannot run on a TPU)
-        # (`TABLE_RAW` sections feed an export's signatures, which take the raw values)
-        self.table = preprocessor_for(columns) if columns and not section.get(specs.TABLE_RAW) else None
+        # (`table_raw` specs feed an export's signatures, which take the raw values)
+        self.table = preprocessor_for(columns) if columns and not spec.table_raw else None
         self.table_columns = bool(columns)
-        self.regression = specs.is_regression(section)
+        self.regression = specs.is_regression(spec)
         self.encoded: dict[str, tuple[list[int], int]] = {}
         if self.fmt == "flowers":
             img = self.image
-            self.encoded[specs.FLOWERS_IMAGE_KEY] = ([img["height"] + pad, img["width"] + pad, img["channels"]],
-                                                     int(img.get("decode_ratio", 1)))
+            self.encoded[specs.FLOWERS_IMAGE_KEY] = ([img.height + pad, img.width + pad, img.channels],
+                                                     int(img.decode_ratio))
         elif self.fmt == "features":
-            for name, fspec in self.features.items():
-                if fspec["kind"] in ("jpeg", "png"):
-                    self.encoded[name] = (list(fspec["image_shape"]), 1)
+            for name, feature in self.features.items():
+                if feature.kind in ("jpeg", "png"):
+                    self.encoded[name] = (list(feature.image_shape), 1)
 
     def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(serialized, self.pspec)
@@ -141,17 +139,16 @@ class BatchDecoder:
         features: dict[str, tf.Tensor] = {}
         img = self.image
         if self.fmt == "mnist":
-            features["image"] = _raw_image(parsed[specs.MNIST_IMAGE_KEY],
-                                           [img["height"], img["width"], img["channels"]], self.img_scale)
+            features["image"] = _raw_image(parsed[specs.MNIST_IMAGE_KEY], img.shape, self.img_scale)
         elif self.fmt == "flowers":
             features["image"] = scale_pixels(parsed[specs.FLOWERS_IMAGE_KEY], self.img_scale)
         else:
-            scale = img.get("scale", "unit")
-            for name, fspec in self.features.items():
+            scale = img.scale
+            for name, feature in self.features.items():
                 value = parsed[name]
-                kind = fspec["kind"]
+                kind = feature.kind
                 if kind == "raw_image":
-                    value = _raw_image(value, fspec["image_shape"], scale)
+                    value = _raw_image(value, feature.image_shape, scale)
                 elif kind in ("jpeg", "png"):
                     value = scale_pixels(value, scale)
                 elif value.dtype == tf.int64 and not self.table_columns:
@@ -217,10 +214,10 @@ class BatchDecoder:
                                                    num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def make_batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
+def make_batch_decoder(spec: specs.DataSpec, mode: str, *, num_classes: int | None = None,
                        image_augment: Callable | None = None) -> BatchDecoder:
     """The `BatchDecoder` for a resolved data section and mode (callable on a batch of records)."""
-    return BatchDecoder(section, mode, num_classes=num_classes, image_augment=image_augment)
+    return BatchDecoder(spec, mode, num_classes=num_classes, image_augment=image_augment)
 
 
 def _raw_image(raw: tf.Tensor, shape: list[int], scale: str) -> tf.Tensor:
@@ -246,33 +243,31 @@ def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
     return tf.ensure_shape(img, [height, width, channels])
 
 
-def parse_serialized(data_section: Mapping[str, Any], serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+def parse_serialized(data_section: Any, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     """Eval-mode features of a batch of serialized `tf.Example`s (for a serving signature)."""
-    section = specs.resolve_section(data_section)
-    features, _ = make_batch_decoder(section, "predict")(tf.convert_to_tensor(serialized))
+    spec = specs.resolve_section(data_section)
+    features, _ = make_batch_decoder(spec, "predict")(tf.convert_to_tensor(serialized))
     return features
 
 
-def image_input(data_section: Mapping[str, Any]) -> tuple[str, list[int], int, str] | None:
+def image_input(data_section: Any) -> tuple[str, list[int], int, str] | None:
     """The one image input of an image model: (feature name, [height, width, channels], JPEG
     decode ratio, record kind), or None when the data is not one image (tabular or several
     features). Record kind: "raw" (raw pixel bytes in the records) or "encoded" (JPEG/PNG)."""
-    section = specs.resolve_section(data_section)
-    fmt = section["format"]
-    img = section.get("image") or {}
-    if fmt == "mnist":
-        return "image", [img["height"], img["width"], img["channels"]], 1, "raw"
-    if fmt == "flowers":
-        return "image", [img["height"], img["width"], img["channels"]], int(img.get("decode_ratio", 1)), "encoded"
-    features = specs.record_features(section, with_label=False)
+    spec = specs.resolve_section(data_section)
+    if spec.format == "mnist":
+        return "image", spec.image.shape, 1, "raw"
+    if spec.format == "flowers":
+        return "image", spec.image.shape, int(spec.image.decode_ratio), "encoded"
+    features = specs.record_features(spec, with_label=False)
     if len(features) == 1:
-        name, fspec = next(iter(features.items()))
-        if fspec["kind"] in ("raw_image", "jpeg", "png"):
-            return name, list(fspec["image_shape"]), 1, "raw" if fspec["kind"] == "raw_image" else "encoded"
+        name, feature = next(iter(features.items()))
+        if feature.kind in ("raw_image", "jpeg", "png"):
+            return name, list(feature.image_shape), 1, "raw" if feature.kind == "raw_image" else "encoded"
     return None
 
 
-def image_bytes_features(data_section: Mapping[str, Any], images: tf.Tensor) -> dict[str, tf.Tensor]:
+def image_bytes_features(data_section: Any, images: tf.Tensor) -> dict[str, tf.Tensor]:
     """A batch of JPEG/PNG strings -> the features an image model saw in evaluation (for a serving
     signature taking raw image bytes): each image decoded with the channels of the data, resized
     (bilinear) to its height and width, scaled by `data.image.scale`, checked by `data.assertions`
@@ -281,36 +276,36 @@ def image_bytes_features(data_section: Mapping[str, Any], images: tf.Tensor) -> 
     Raises:
       DataError: when the data is not one image per example.
     """
-    section = specs.resolve_section(data_section)
-    found = image_input(section)
+    spec = specs.resolve_section(data_section)
+    found = image_input(spec)
     if found is None:
         raise DataError("Raw image bytes need an image model: data.format 'mnist' or 'flowers', or one "
                         "image feature in data.features.")
     name, shape, ratio, kind = found
-    decoder = make_batch_decoder(section, "predict")
+    decoder = make_batch_decoder(spec, "predict")
     images = tf.convert_to_tensor(images, tf.string)
     if kind == "encoded":  # the records hold JPEG/PNG: exactly the eval path from the parsed bytes on
-        key = specs.FLOWERS_IMAGE_KEY if section["format"] == "flowers" else name
+        key = specs.FLOWERS_IMAGE_KEY if spec.format == "flowers" else name
         features, _ = decoder.finish(decoder.decode_batch({key: images}))
         return features
     # Raw-pixel records: the eval path decodes uint8 pixels and scales them by 1/255; decoding the
     # image file to uint8 (resized when its size differs) then scaling is the same computation.
     pixels = tf.map_fn(lambda d: _decode_image(d, shape, ratio), images,
                        fn_output_signature=tf.TensorSpec(shape, tf.float32))
-    features = {name: scale_pixels(pixels, (section.get("image") or {}).get("scale", "unit"))}
+    features = {name: scale_pixels(pixels, spec.image.scale if spec.image else "unit")}
     if decoder.assertions:
         features = apply_assertions(features, decoder.assertions, decoder.fmt)
     return features
 
 
-def decode_image_files(paths: list[str], image: Mapping[str, Any]):
+def decode_image_files(paths: list[str], image: specs.ImageSpec):
     """Image files (JPEG/PNG/...) -> float32 array [n, height, width, channels] as the model
     saw them in training: resized to `image.height` x `image.width`, pixels scaled by
     `image.scale` (`augment.scale_pixels`)."""
     import numpy as np
 
-    h, w, c = image.get("height"), image.get("width"), image.get("channels", 3)
-    scale = image.get("scale", "unit")
+    h, w, c = image.height, image.width, image.channels
+    scale = image.scale
     out = []
     for p in paths:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,36 +31,35 @@ _INPUT_HINTS = ("IteratorGetNext", "ParseExample", "DecodeRaw", "decode_raw", "T
                 "MultiDeviceIterator", "Input to reshape")
 
 
-def check_example(section: Mapping[str, Any], example: tf.train.Example, mode: str = "train") -> tuple[str, str] | None:
+def check_example(spec: specs.DataSpec, example: tf.train.Example, mode: str = "train") -> tuple[str, str] | None:
     """Checks one parsed `tf.train.Example` against the data's record spec.
 
     Returns:
       None when it matches, else (feature, what is wrong and what was expected).
     """
     feats = example.features.feature
-    columns = specs.feature_columns(section) or {}
-    for name, fspec in specs.record_features(section).items():
+    columns = specs.feature_columns(spec) or {}
+    for name, feature in specs.record_features(spec).items():
         if name not in feats:
-            if fspec["kind"] == "label" and mode == "predict":
+            if feature.kind == "label" and mode == "predict":
                 continue
             if columns.get(name, {}).get("missing", "error") != "error":
                 continue  # a table's missing value: the writer leaves it out, the parser fills in the policy's
             present = ", ".join(sorted(feats)) or "none"
             return name, (f"feature {name!r} is missing (the record has: {present}); expected "
-                          f"{fspec['dtype']} of shape {fspec['shape']}")
+                          f"{feature.dtype} of shape {feature.shape}")
         feat = feats[name]
         kind = feat.WhichOneof("kind")
-        want = _KIND_LIST[fspec["dtype"]]
+        want = _KIND_LIST[feature.dtype]
         if kind != want:
-            return name, f"feature {name!r} is a {kind}; expected {want} ({fspec['dtype']})"
+            return name, f"feature {name!r} is a {kind}; expected {want} ({feature.dtype})"
         values = getattr(feat, kind).value
-        n = int(np.prod(fspec["shape"])) if fspec["shape"] else 1
+        n = int(np.prod(feature.shape)) if feature.shape else 1
         if len(values) != n:
             return name, (f"feature {name!r} has {len(values)} value(s); expected {n} "
-                          f"(dtype {fspec['dtype']}, shape {fspec['shape']})")
-        if fspec["kind"] == "raw_image":
-            shape = fspec.get("image_shape") or [section["image"]["height"], section["image"]["width"],
-                                                 section["image"]["channels"]]
+                          f"(dtype {feature.dtype}, shape {feature.shape})")
+        if feature.kind == "raw_image":
+            shape = feature.image_shape or spec.image.shape
             size = int(np.prod(shape))
             if len(values[0]) != size:
                 return name, (f"feature {name!r} holds {len(values[0])} bytes; expected {size} uint8 pixels "
@@ -84,7 +83,7 @@ def iter_records(path: str) -> Iterator[tuple[int, bytes | None, str | None]]:
         i += 1
 
 
-def check_first_record(section: Mapping[str, Any], files: list[str], mode: str) -> None:
+def check_first_record(spec: specs.DataSpec, files: list[str], mode: str) -> None:
     """Checks the first record of the first non-empty file (a cheap check before training starts).
 
     Raises:
@@ -95,12 +94,12 @@ def check_first_record(section: Mapping[str, Any], files: list[str], mode: str) 
             continue
         for i, rec, err in iter_records(path):
             if err is not None:
-                if section.get("on_corrupt") == "skip":
+                if spec.skips_corrupt:
                     return
                 raise _corrupt_error(path, i, err)
-            problem = check_example(section, tf.train.Example.FromString(rec), mode)
+            problem = check_example(spec, tf.train.Example.FromString(rec), mode)
             if problem:
-                raise _feature_error(section, path, i, *problem)
+                raise _feature_error(spec, path, i, *problem)
             return
     return
 
@@ -123,19 +122,19 @@ def _corrupt_error(path: str, index: int, message: str) -> DataError:
                      "data.on_corrupt: skip to skip the rest of a corrupt file.", path=path, record=index)
 
 
-def _feature_error(section: Mapping[str, Any], path: str, index: int, feature: str, problem: str) -> DataError:
-    return DataError(f"{path}: record {index}: {problem}. The data section says format {section['format']!r}; "
+def _feature_error(spec: specs.DataSpec, path: str, index: int, feature: str, problem: str) -> DataError:
+    return DataError(f"{path}: record {index}: {problem}. The data section says format {spec.format!r}; "
                      "fix data.format / data.features / data.image to match the records, or rewrite them.",
                      path=path, record=index, feature=feature)
 
 
-def batch_decoder(section: Mapping[str, Any], mode: str, *, num_classes: int | None = None):
+def batch_decoder(spec: specs.DataSpec, mode: str, *, num_classes: int | None = None):
     """`decode(serialized records)`: the eval decoder as a `tf.function` (`scan_file`)."""
-    return tf.function(make_batch_decoder(section, "eval" if mode == "train" else mode, num_classes=num_classes),
+    return tf.function(make_batch_decoder(spec, "eval" if mode == "train" else mode, num_classes=num_classes),
                        reduce_retracing=True)
 
 
-def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
+def scan_file(spec: specs.DataSpec, path: str, mode: str = "eval", *,
               num_classes: int | None = None, decode: bool = True, batch: int = 256,
               max_records: int | None = None, max_bytes: int | None = None,
               corrupt_ok: bool = False, decoder=None) -> DataError | None:
@@ -146,11 +145,11 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
     and pass the label range and `data.assertions`. `max_records` / `max_bytes` stop the read
     after that many records / record bytes (the preflight scan's bound); `corrupt_ok`
     (`data.on_corrupt: skip`) ends the scan at a corrupt record without an error. `decoder`:
-    one `batch_decoder(section, mode)` for many files (built, and traced, once).
+    one `batch_decoder(spec, mode)` for many files (built, and traced, once).
     """
 
     if decoder is None and decode:
-        decoder = batch_decoder(section, mode, num_classes=num_classes)
+        decoder = batch_decoder(spec, mode, num_classes=num_classes)
     pending: list[tuple[int, bytes]] = []
 
     def flush() -> DataError | None:
@@ -165,7 +164,7 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
             try:
                 decoder(tf.constant([rec]))
             except tf.errors.InvalidArgumentError as exc:
-                return _decode_error(section, path, idx, exc.message)
+                return _decode_error(spec, path, idx, exc.message)
         return None
 
     seen_bytes = 0
@@ -173,9 +172,9 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
         if err is not None:
             return flush() or (None if corrupt_ok else _corrupt_error(path, i, err))
         seen_bytes += len(rec)
-        problem = check_example(section, tf.train.Example.FromString(rec), mode)
+        problem = check_example(spec, tf.train.Example.FromString(rec), mode)
         if problem:
-            return flush() or _feature_error(section, path, i, *problem)
+            return flush() or _feature_error(spec, path, i, *problem)
         pending.append((i, rec))
         if len(pending) >= batch:
             found = flush()
@@ -187,7 +186,7 @@ def scan_file(section: Mapping[str, Any], path: str, mode: str = "eval", *,
     return flush()
 
 
-def _decode_error(section: Mapping[str, Any], path: str, index: int, message: str) -> DataError:
+def _decode_error(spec: specs.DataSpec, path: str, index: int, message: str) -> DataError:
 
     text = clean_message(message)
     if ASSERT_MARKER in text:
@@ -199,13 +198,13 @@ def _decode_error(section: Mapping[str, Any], path: str, index: int, message: st
         detail = text[text.index(LABEL_MARKER) + len(LABEL_MARKER) + 1:].replace(":] [", ": [").strip()
         return DataError(f"{path}: record {index} has a label out of range: {detail}. Check data.label_offset "
                          "and data.vocabulary (its length is the number of classes), or relabel the record.",
-                         path=path, record=index, feature=section.get("label"))
-    return DataError(f"{path}: record {index} cannot be decoded as format {section['format']!r}: {text}. "
+                         path=path, record=index, feature=spec.label)
+    return DataError(f"{path}: record {index} cannot be decoded as format {spec.format!r}: {text}. "
                      "Check that its images are valid JPEG/PNG and match data.image, or rewrite the records.",
                      path=path, record=index)
 
 
-def diagnose(data_section: Mapping[str, Any], mode: str, exc: BaseException | None = None, *,
+def diagnose(data_section: Any, mode: str, exc: BaseException | None = None, *,
              num_classes: int | None = None) -> DataError | None:
     """Finds the bad record behind an input-pipeline error by re-scanning the mode's files.
 
@@ -214,12 +213,12 @@ def diagnose(data_section: Mapping[str, Any], mode: str, exc: BaseException | No
       (the error did not come from the data).
     """
 
-    section = specs.resolve_section(data_section)
+    spec = specs.resolve_section(data_section)
     if num_classes is None:
-        num_classes = specs.num_classes(section)
-    files = list_files(specs.pattern_for(section, mode))
+        num_classes = specs.num_classes(spec)
+    files = list_files(specs.pattern_for(spec, mode))
     for path in files:
-        found = scan_file(section, path, mode, num_classes=num_classes)
+        found = scan_file(spec, path, mode, num_classes=num_classes)
         if found is not None:
             return found
     return None
@@ -234,7 +233,7 @@ def _looks_like_input_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def translate_errors(data_section: Mapping[str, Any], mode: str, *, num_classes: int | None = None) -> Iterator[None]:
+def translate_errors(data_section: Any, mode: str, *, num_classes: int | None = None) -> Iterator[None]:
     """Turns TensorFlow errors raised while iterating the input into a `DataError` naming the record.
 
     Use around the loop that pulls batches from `make_input_fn(...)`'s dataset. Errors that
@@ -295,7 +294,7 @@ def count_corrupt(pattern: str | list[str]) -> dict[str, Any]:
     return out
 
 
-def corrupt_records_skipped(data_section: Mapping[str, Any] | None = None, mode: str = "train") -> int:
+def corrupt_records_skipped(data_section: Any = None, mode: str = "train") -> int:
     """How many corrupt files `data.on_corrupt: skip` cut short (0 when all are clean).
 
     Each corrupt file is skipped from its first bad record to its end (see `count_corrupt`).
@@ -304,9 +303,7 @@ def corrupt_records_skipped(data_section: Mapping[str, Any] | None = None, mode:
     that section's files for `mode`. Results are cached per file version.
     """
     if data_section is not None:
-        section = specs.resolve_section(data_section)
-
-        files = list_files(specs.pattern_for(section, mode))
+        files = list_files(specs.pattern_for(specs.resolve_section(data_section), mode))
     else:
         files = sorted(_SKIP_FILES)
     n = 0
@@ -318,19 +315,18 @@ def corrupt_records_skipped(data_section: Mapping[str, Any] | None = None, mode:
     return n
 
 
-def num_examples(data_section: Mapping[str, Any], mode: str = "train") -> int | None:
+def num_examples(data_section: Any, mode: str = "train") -> int | None:
     """Records in the mode's split: the manifest's count, else a scan when the files total under 16 MiB."""
-    section = specs.resolve_section(data_section)
+    spec = specs.resolve_section(data_section)
     key = "train" if mode == "train" else "eval"
-    if section.get("manifest"):
-        manifest = specs.load_manifest(section["manifest"])
-        info = manifest.get("splits", {}).get(key)
-        base = manifest["_dir"]
-        if info and section.get(key) == os.path.join(base, info.get("pattern", "")):
+    if spec.manifest:
+        info = spec.manifest_splits.get(key)
+        pattern = spec.train if key == "train" else spec.eval
+        if info and pattern == os.path.join(spec.manifest_dir, info.get("pattern", "")):
             return int(info["count"])
 
     try:
-        files = list_files(specs.pattern_for(section, mode))
+        files = list_files(specs.pattern_for(spec, mode))
     except DataError:
         return None
     if sum(tf.io.gfile.stat(f).length for f in files) > 16 * 2 ** 20:

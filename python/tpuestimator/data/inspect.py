@@ -7,6 +7,7 @@ examples and, for images, writes a PNG grid of samples with their labels.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import logging
 import math
@@ -26,23 +27,23 @@ from tpuestimator.system.io import atomic_write_bytes
 log = logging.getLogger(__name__)
 
 
-def section_for(target: str, *, mode: str = "train", overrides: tuple[str, ...] = ()) -> tuple[dict, str]:
-    """(resolved data section, pattern) for a config file, a manifest, or a file pattern."""
+def section_for(target: str, *, mode: str = "train", overrides: tuple[str, ...] = ()) -> tuple[specs.DataSpec, str]:
+    """(resolved `DataSpec`, pattern) for a config file, a manifest, or a file pattern."""
     if target.endswith((".yaml", ".yml", ".json")) and os.path.isfile(target) and not target.endswith(specs.MANIFEST_NAME):
         from tpuestimator.config import load_config
 
-        section = specs.resolve_section(load_config(target, overrides).section("data"))
-        return section, specs.pattern_for(section, mode)
+        spec = specs.resolve_section(load_config(target, overrides).data)
+        return spec, specs.pattern_for(spec, mode)
     if target.endswith(specs.MANIFEST_NAME) or os.path.isdir(target):
-        section = specs.resolve_section({"manifest": target})
-        return section, specs.pattern_for(section, mode)
+        spec = specs.resolve_section({"manifest": target})
+        return spec, specs.pattern_for(spec, mode)
     files = list_files(target)
     manifest = os.path.join(os.path.dirname(files[0]), specs.MANIFEST_NAME)
     if os.path.exists(manifest):
-        section = specs.resolve_section({"manifest": manifest, "train": target, "eval": target})
+        spec = specs.resolve_section({"manifest": manifest, "train": target, "eval": target})
     else:
-        section = specs.resolve_section({**sniff_section(files), "train": target, "eval": target})
-    return section, target
+        spec = specs.resolve_section({**sniff_section(files), "train": target, "eval": target})
+    return spec, target
 
 
 def sniff_section(files: list[str]) -> dict:
@@ -92,15 +93,15 @@ def inspect(target: str, *, n: int = 8, grid_path: str | None = None, mode: str 
       "records", "class_counts", "corrupt" {path: first bad index}, "problems" [first mismatch],
       "vocabulary", "examples" [{label, class, features summary}], "grid" (PNG path or None)}.
     """
-    section, pattern = section_for(target, mode=mode, overrides=overrides)
+    spec, pattern = section_for(target, mode=mode, overrides=overrides)
     files = list_files(pattern)
-    vocab = specs.vocabulary(section)
-    offset = int(section.get("label_offset", 0))
-    label_key = section.get("label")
+    vocab = specs.vocabulary(spec)
+    offset = int(spec.label_offset)
+    label_key = spec.label
     report: dict[str, Any] = {
-        "format": section["format"], "pattern": pattern if isinstance(pattern, str) else list(pattern),
-        "spec": specs.record_features(section), "model_features": {
-            k: {"shape": list(s), "dtype": d} for k, (s, d) in specs.model_features(section).items()},
+        "format": spec.format, "pattern": pattern if isinstance(pattern, str) else list(pattern),
+        "spec": {name: f.as_dict() for name, f in specs.record_features(spec).items()}, "model_features": {
+            k: {"shape": list(s), "dtype": d} for k, (s, d) in specs.model_features(spec).items()},
         "vocabulary": vocab, "files": {}, "records": 0, "class_counts": {}, "corrupt": {}, "problems": []}
     counts: collections.Counter = collections.Counter()
     for path in files:
@@ -112,7 +113,7 @@ def inspect(target: str, *, n: int = 8, grid_path: str | None = None, mode: str 
             k += 1
             ex = tf.train.Example.FromString(rec)
             if len(report["problems"]) < 3:
-                problem = check_example(section, ex, "predict")
+                problem = check_example(spec, ex, "predict")
                 if problem:
                     report["problems"].append({"file": path, "record": i, "feature": problem[0], "problem": problem[1]})
             if label_key and label_key in ex.features.feature:
@@ -122,7 +123,7 @@ def inspect(target: str, *, n: int = 8, grid_path: str | None = None, mode: str 
         report["files"][path] = k
         report["records"] += k
     report["class_counts"] = {(_class_name(vocab, c)): counts[c] for c in sorted(counts)}
-    report["examples"], images, labels = _examples(section, pattern, n) if not report["problems"] else ([], None, None)
+    report["examples"], images, labels = _examples(spec, pattern, n) if not report["problems"] else ([], None, None)
     report["grid"] = None
     if images is not None and grid_path:
         report["grid"] = write_grid(images, labels, vocab, grid_path)
@@ -133,12 +134,10 @@ def _class_name(vocab, c: int) -> str:
     return vocab[c] if vocab and 0 <= c < len(vocab) else str(c)
 
 
-def _examples(section: Mapping[str, Any], pattern, n: int):
-    local = {**section, "assertions": [], "image": {**section["image"], "scale": "unit"} if section.get("image") else None}
-    if local["image"] is None:
-        local.pop("image")
+def _examples(spec: specs.DataSpec, pattern, n: int):
+    local = spec.replace(assertions=(), image=dataclasses.replace(spec.image, scale="unit") if spec.image else None)
     ds = build_dataset(local, "predict", pattern, batch_size=max(1, n), check_first_record=False)
-    vocab = specs.vocabulary(section)
+    vocab = specs.vocabulary(spec)
     try:
         features, labels = next(iter(ds))
     except (tf.errors.OpError, StopIteration) as exc:

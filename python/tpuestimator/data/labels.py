@@ -7,7 +7,6 @@ and names the first bad record before anything is trained or written.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ MAX_SCAN_BYTES = 32 * 2 ** 20
 _BATCH = 4096
 
 
-def check_labels(data_section: Mapping[str, Any], mode: str, *, num_classes: int | None,
+def check_labels(data_section: Any, mode: str, *, num_classes: int | None,
                  max_bytes: int | None = None) -> bool:
     """Checks that every label of the mode's files lies in [0, num_classes) after `label_offset`.
 
@@ -36,14 +35,14 @@ def check_labels(data_section: Mapping[str, Any], mode: str, *, num_classes: int
     Raises:
       DataError: naming the file, the record index, the label feature, its value and the range.
     """
-    section = specs.resolve_section(data_section)
-    label = section.get("label")
+    spec = specs.resolve_section(data_section)
+    label = spec.label
     if not label or not num_classes or mode == "predict":
         return False
-    files = list_files(specs.pattern_for(section, mode))
+    files = list_files(specs.pattern_for(spec, mode))
     if sum(tf.io.gfile.stat(f).length for f in files) > (MAX_SCAN_BYTES if max_bytes is None else max_bytes):
         return False
-    offset = int(section.get("label_offset", 0))
+    offset = int(spec.label_offset)
     parse = {label: tf.io.FixedLenFeature([], tf.int64, default_value=offset)}
     for path in files:
         start = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -43,34 +43,35 @@ MODES = ("train", "eval", "predict")
 _CHUNK = 16
 
 
-def client_layout_input(data_section: Mapping[str, Any], files, *, mode: str, batch_size: int,
+def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
                         num_classes: int | None = None) -> Callable[[], tf.data.Dataset]:
     """`read()` -> one pass of `(features, labels)` batches of `files` (a pattern or a list),
     decoded as the `mode` input pipeline decodes them but in the CLIENT layout: `transpose_input`
     off, as an export's signatures take their inputs (they apply `transpose_input` themselves).
     For what feeds records to an export: offline evaluation, batch prediction, the TFLite check.
-    `read.data_section` is the resolved section, for `translate_errors`.
+    `read.data_spec` is the resolved `DataSpec`, for `translate_errors`.
 
     Args:
-      data_section: the training's `data` section.
+      data_section: the training's `data` section (or its `DataSpec`).
       mode: "eval" or "predict" (one pass, no shuffle, no augmentation).
     """
-    section = dict(data_section, eval=files, transpose_input=False, **{specs.TABLE_RAW: True})
-    section.pop("train", None)  # the files replace the training's own data
+    # the files replace the training's own data; a table's raw values, as the signatures take them
+    spec = specs.resolve_section(data_section).replace(eval=files, train=None, transpose_input=False, table_raw=True)
     params = {"batch_size": batch_size, "mode": mode, "input_context": None, "seed": 0, "start_step": 0}
     if num_classes:
         params["num_classes"] = num_classes
-    input_fn = make_input_fn(section, mode)
+    input_fn = make_input_fn(spec, mode)
     read = functools.partial(input_fn, params)
-    read.data_section = input_fn.data_section
+    read.data_spec = input_fn.data_spec
     return read
 
 
-def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict], tf.data.Dataset]:
+def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Dataset]:
     """Builds `input_fn(params) -> tf.data.Dataset` of `(features, labels)` batches.
 
     Args:
-      data_section: the config's `data` section (a manifest, if named, fills the rest).
+      data_section: the config's `data` section (`cfg.data`, a dict, or a resolved `DataSpec`;
+        a manifest, if named, fills the rest).
       mode: "train", "eval" or "predict".
 
     Returns:
@@ -84,32 +85,32 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    section = specs.resolve_section(data_section)
-    pattern = specs.pattern_for(section, mode)
-    n_classes = specs.num_classes(section)
-    check_assertions(section)
+    spec = specs.resolve_section(data_section)
+    pattern = specs.pattern_for(spec, mode)
+    n_classes = specs.num_classes(spec)
+    check_assertions(spec)
 
     def input_fn(params: dict) -> tf.data.Dataset:
         params = dict(params or {})
         batch_size = int(params["batch_size"])
         classes = n_classes if n_classes is not None else params.get("num_classes")
         job = None
-        if mode == "train" and section.get("service"):
+        if mode == "train" and spec.service:
             # A resumed run (another start step) reads a new service job; the service keeps
             # no input position, so the exact resume below does not apply to it.
-            job = data_service.job_name(section, pattern=pattern, input_context=params.get("input_context"),
+            job = data_service.job_name(spec, pattern=pattern, input_context=params.get("input_context"),
                                         seed=int(params.get("seed") or 0) + int(params.get("start_step") or 0))
         skip = batches_before_step(params) if mode == "train" and job is None else 0
         if skip:
             log.info("resuming the input at step %d: skipping %d batches of records before decoding",
                      int(params["start_step"]), skip)
         # The same seed in every run, resumed or not: exact resume (tpuestimator.core.input_position).
-        return build_dataset(section, mode, pattern, batch_size=batch_size,
+        return build_dataset(spec, mode, pattern, batch_size=batch_size,
                              input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
                              num_classes=classes, skip_batches=skip, service_job=job)
 
-    input_fn.data_section = section  # for error translation by the caller
-    if section.get("transpose_input"):  # read by the Estimator: feature spec, model build and export
+    input_fn.data_spec = spec  # for error translation by the caller
+    if spec.transpose_input:  # read by the Estimator: feature spec, model build and export
         input_fn.to_model_layout = transpose_input
         input_fn.batch_axes = dict(TRANSPOSED_BATCH_AXES)
     input_fn.mode = mode
@@ -117,11 +118,11 @@ def make_input_fn(data_section: Mapping[str, Any], mode: str) -> Callable[[dict]
     return input_fn
 
 
-def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str], *, batch_size: int,
+def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, batch_size: int,
                   input_context: Any = None, seed: int = 0, num_classes: int | None = None,
                   check_first_record: bool = True, skip_batches: int = 0,
                   service_job: str | None = None) -> tf.data.Dataset:
-    """The dataset `input_fn` returns (see module docstring); `section` must be resolved.
+    """The dataset `input_fn` returns (see module docstring), from a resolved `spec`.
 
     Train mode: the stream of batches is a function of `seed` alone, and starts after its
     first `skip_batches` batches (a resumed training), skipped before decoding.
@@ -133,12 +134,12 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
     its seeds at run time (each worker its own order).
     """
     train = mode == "train"
-    service = section.get("service") if service_job else None
-    unseeded = bool(service) and section.get("service_sharding") == "off"
+    service = spec.service if service_job else None
+    unseeded = bool(service) and spec.service_sharding == "off"
     files = list_files(pattern)
     _check_not_empty(files, pattern)
     if check_first_record and tf.executing_eagerly():  # traced for parameter-server workers: checked at the probe
-        check_first(section, files, mode)
+        check_first(spec, files, mode)
     record_shard = None
     if input_context is not None and input_context.num_input_pipelines > 1 and not service:
         n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
@@ -149,8 +150,8 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
                         "write at least %d shards to shard by file", len(files), n, n)
             record_shard = (n, i)
 
-    buffer = int(section["read_buffer_mb"]) * 1024 * 1024
-    skip_corrupt = section.get("on_corrupt") == "skip"
+    buffer = int(spec.read_buffer_mb) * 1024 * 1024
+    skip_corrupt = spec.skips_corrupt
     if skip_corrupt:
         register_skipping(files)
 
@@ -160,12 +161,12 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
             records = records.ignore_errors(log_warning=True)
         return records.batch(_CHUNK)
 
-    cycle = max(1, min(int(section["cycle_length"]), len(files)))
+    cycle = max(1, min(int(spec.cycle_length), len(files)))
 
     def chunks(names):  # the record chunks of these files, read in their order
         if any("://" in f for f in files):  # remote storage: parallel reads hide the latency
             ds = names.interleave(read, cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-                                  deterministic=bool(section["deterministic"]))
+                                  deterministic=bool(spec.deterministic))
         else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
             ds = names.interleave(read, cycle_length=cycle, block_length=1)
         if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
@@ -174,7 +175,7 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         return ds
 
     if train:  # epoch by epoch, each with its own file order (tpuestimator.data.epochs)
-        if section.get("cache"):  # the first epoch's records, in its order, replayed every epoch
+        if spec.cache:  # the first epoch's records, in its order, replayed every epoch
             cached = chunks(epochs.epoch_files(files, seed, 0)).cache()
 
             def read_epoch(epoch):
@@ -185,15 +186,15 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         ds = read_epoch(tf.constant(0, tf.int64))
     else:
         ds = chunks(tf.data.Dataset.from_tensor_slices(files))
-        if section.get("cache"):
+        if spec.cache:
             ds = ds.cache()
 
-    cache_decoded = bool(section.get("cache_decoded"))
-    image_aug = make_image_augmenter(section) if train else None  # per image (JPEG/PNG formats)
-    batch_aug = make_augmenter(section) if train else None  # per batch (raw pixel formats)
-    decoder = make_batch_decoder(section, mode, num_classes=num_classes,
+    cache_decoded = bool(spec.cache_decoded)
+    image_aug = make_image_augmenter(spec) if train else None  # per image (JPEG/PNG formats)
+    batch_aug = make_augmenter(spec) if train else None  # per batch (raw pixel formats)
+    decoder = make_batch_decoder(spec, mode, num_classes=num_classes,
                                  image_augment=None if cache_decoded else image_aug)
-    shuffle_buffer = int(section["shuffle_buffer"])
+    shuffle_buffer = int(spec.shuffle_buffer)
 
     def batched(ds, batch_size):
         static = _static_batch(batch_size) if train else None
@@ -228,7 +229,7 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         return ds
 
     options = tf.data.Options()
-    options.deterministic = bool(section["deterministic"])
+    options.deterministic = bool(spec.deterministic)
     options.experimental_optimization.map_parallelization = True
     if service:  # the split (module docstring of data.service): decoded, augmented batches of at most
         # WIRE_BYTES from the workers, joined into training batches here
@@ -237,15 +238,15 @@ def build_dataset(section: Mapping[str, Any], mode: str, pattern: str | list[str
         if wire != batch_size:
             ds = batched(records, wire)
         ds = data_service.distribute(ds.with_options(options), address=service,
-                                     sharding=section.get("service_sharding") or "dynamic", job=service_job,
-                                     compression=section.get("service_compression") or "none")
+                                     sharding=spec.service_sharding or "dynamic", job=service_job,
+                                     compression=spec.service_compression or "none")
         if wire != batch_size:
             ds = ds.rebatch(batch_size, drop_remainder=train)
             if train:
                 ds = ds.map(_static_batch(batch_size))
     else:
         ds = batched(ds, batch_size)
-    if section.get("transpose_input"):
+    if spec.transpose_input:
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -35,7 +34,7 @@ BYTES = 4 * 2 ** 20
 SECONDS = 30.0
 
 
-def scan_files(data_section: Mapping[str, Any], mode: str, *, num_classes: int | None = None,
+def scan_files(data_section: Any, mode: str, *, num_classes: int | None = None,
                records: int = RECORDS, max_bytes: int = BYTES, seconds: float = SECONDS) -> int:
     """Scans the head of every file of `mode`'s split (module docstring).
 
@@ -46,18 +45,18 @@ def scan_files(data_section: Mapping[str, Any], mode: str, *, num_classes: int |
       DataError: no files, every file empty, or a file whose framing or first records are bad
         (file, record index and feature named).
     """
-    section = specs.resolve_section(data_section)
-    files = list_files(specs.pattern_for(section, mode))
+    spec = specs.resolve_section(data_section)
+    files = list_files(specs.pattern_for(spec, mode))
     sizes = {path: tf.io.gfile.stat(path).length for path in files}
     if not any(sizes.values()):
         raise DataError(f"The {len(files)} file(s) of data.{'train' if mode == 'train' else 'eval'} are empty "
                         f"(0 bytes): no records to read, first {files[0]}. Rewrite them with "
                         "`tpuestimator data write`.", path=files[0], record=0)
     if num_classes is None:
-        num_classes = specs.num_classes(section)
+        num_classes = specs.num_classes(spec)
     deadline = time.monotonic() + seconds
-    corrupt_ok = section.get("on_corrupt") == "skip"
-    decoder = batch_decoder(section, mode, num_classes=num_classes)
+    corrupt_ok = spec.skips_corrupt
+    decoder = batch_decoder(spec, mode, num_classes=num_classes)
     for count, path in enumerate(files):
         if time.monotonic() > deadline:
             log.warning("data scan of %s: stopped after %.0f s at file %d of %d; the pipeline checks the others "
@@ -66,7 +65,7 @@ def scan_files(data_section: Mapping[str, Any], mode: str, *, num_classes: int |
         if not sizes[path]:
             log.warning("%s is empty (0 bytes); it contributes no records", path)
             continue
-        found = scan_file(section, path, "eval" if mode == "train" else mode, num_classes=num_classes,
+        found = scan_file(spec, path, "eval" if mode == "train" else mode, num_classes=num_classes,
                           max_records=records, max_bytes=max_bytes, corrupt_ok=corrupt_ok, batch=records,
                           decoder=decoder)
         if found is not None:

@@ -31,6 +31,7 @@ import socket
 import uuid
 from typing import Any
 
+from tpuestimator.data.spec import DataSpec
 from tpuestimator.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def sharding_policy(name: str):
     return getattr(tf.data.experimental.service.ShardingPolicy, name.upper())
 
 
-def job_name(section: dict, *, pattern: Any, seed: int, input_context: Any = None) -> str:
+def job_name(spec: DataSpec, *, pattern: Any, seed: int, input_context: Any = None) -> str:
     """The service job the training process reads from.
 
     `data.service_job` when set. Otherwise, with several input pipelines (multi-worker
@@ -68,8 +69,8 @@ def job_name(section: dict, *, pattern: Any, seed: int, input_context: Any = Non
     step, so they share ONE job (the dispatcher splits its stream between them, no example
     twice); with one input pipeline a fresh name, so two runs on one dispatcher never share.
     """
-    if section.get("service_job"):
-        return str(section["service_job"])
+    if spec.service_job:
+        return str(spec.service_job)
     if input_context is not None and input_context.num_input_pipelines > 1:
         digest = hashlib.sha1(repr((pattern, int(seed))).encode()).hexdigest()[:12]
         return f"tpuestimator-train-{digest}"

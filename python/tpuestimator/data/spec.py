@@ -1,19 +1,28 @@
 """What the records hold and what the model receives: formats, feature specs, vocabulary.
 
-Nothing here imports TensorFlow at module level. A `data` section (the config's, defaults
-filled or not) is first *resolved*: a `data.manifest` written by the TFRecord writer
-supplies the format, feature spec, image size, label and vocabulary, and the patterns of
-the train/eval shards; fields set in the config win over the manifest's.
+Nothing here imports TensorFlow at module level. A `data` section (the config's typed
+view, or a dict) is first *resolved* into a `DataSpec`: a `data.manifest` written by the
+TFRecord writer supplies the format, feature spec, image size, label and vocabulary, and the
+patterns of the train/eval shards; fields set in the config win over the manifest's. The rest
+of the data layer reads the `DataSpec`'s fields as attributes.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator.config import DEFAULTS
+from tpuestimator.data.spec_types import (  # noqa: F401  (imported from here)
+    Assertion,
+    Augment,
+    DataSpec,
+    ImageSpec,
+    RecordFeature,
+)
 from tpuestimator.errors import DataError
 
 FORMATS = ("mnist", "flowers", "features")
@@ -26,8 +35,6 @@ FLOWERS_LABEL_KEY = "image/class/label"
 FLOWERS_TEXT_KEY = "image/class/text"
 
 MANIFEST_NAME = "manifest.json"
-# A data-section key: decode a table's raw values, not the model's numbers (for what feeds an export).
-TABLE_RAW = "_table_raw"
 MANIFEST_VERSION = 1
 
 # The data section's defaults: the schema's (`tpuestimator.config.DEFAULTS`).
@@ -42,8 +49,7 @@ def load_manifest(path: str) -> dict:
     """
     import tensorflow as tf  # gfile reads gs:// too
 
-    if tf.io.gfile.isdir(path):
-        path = os.path.join(path, MANIFEST_NAME)
+    path = manifest_path(path)
     if not tf.io.gfile.exists(path):
         raise DataError(f"data.manifest: {path!r} does not exist. Point data.manifest at the "
                         f"{MANIFEST_NAME} that `tpuestimator data write` wrote beside the shards.", path=path)
@@ -56,21 +62,55 @@ def load_manifest(path: str) -> dict:
     if not isinstance(manifest, dict) or "format" not in manifest:
         raise DataError(f"data.manifest: {path!r} has no `format` field; it is not a tpuestimator "
                         "manifest. Rewrite it with `tpuestimator data write`.", path=path)
-    manifest["_dir"] = os.path.dirname(os.path.abspath(path)) if "://" not in path else os.path.dirname(path)
     return manifest
 
 
-def resolve_section(data_section: Mapping[str, Any]) -> dict:
-    """Returns a copy of the `data` section with defaults and the manifest's fields filled in.
+def manifest_path(path: str) -> str:
+    """The manifest file `data.manifest` names: the path itself, or the manifest.json in a folder."""
+    import tensorflow as tf  # gfile reads gs:// too
 
-    Idempotent: resolving an already resolved section returns an equal dict.
+    return os.path.join(path, MANIFEST_NAME) if tf.io.gfile.isdir(path) else path
+
+
+def image_spec(data_section: Mapping[str, Any]) -> ImageSpec:
+    """The `image` of a data section as written (an export's metadata), not resolved: no manifest
+    is read (what `tpuestimator predict` needs to decode image files like training did)."""
+    return ImageSpec(**((data_section or {}).get("image") or {}))
+
+
+def _folder(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path)) if "://" not in path else os.path.dirname(path)
+
+
+def _section_dict(data_section: Any) -> dict:
+    """A data section as the plain dict `resolve_section` fills: a dict (a user's, an export's
+    metadata) copied, the config's typed `data` view with its unset fields left out."""
+    if dataclasses.is_dataclass(data_section):
+        return {f.name: copy.deepcopy(getattr(data_section, f.name)) for f in dataclasses.fields(data_section)
+                if getattr(data_section, f.name) is not None}
+    return copy.deepcopy(dict(data_section))
+
+
+def resolve_section(data_section: Mapping[str, Any] | Any) -> DataSpec:
+    """The `DataSpec` of a `data` section: defaults and the manifest's fields filled in.
+
+    Args:
+      data_section: the config's `data` view (`cfg.data`), a dict (a user's, an export's
+        metadata) or a `DataSpec`, which is returned as it is (resolved once).
+
+    Raises:
+      DataError: for a section that names no format, or lacks what its format needs.
     """
-    section = copy.deepcopy(dict(data_section))
+    if isinstance(data_section, DataSpec):
+        return data_section
+    section = _section_dict(data_section)
     for key, value in _SECTION_DEFAULTS.items():
         section.setdefault(key, copy.deepcopy(value))
-    if section.get("manifest") and not section.get("_resolved_manifest"):
+    found: dict[str, Any] = {}
+    if section.get("manifest"):
         manifest = load_manifest(section["manifest"])
-        base = manifest["_dir"]
+        base = found["manifest_dir"] = _folder(manifest_path(section["manifest"]))
+        found["manifest_splits"] = copy.deepcopy(manifest.get("splits") or {})
         section.setdefault("format", manifest["format"])
         for key in ("image", "label", "label_offset", "features"):
             if key in manifest and key not in section:
@@ -82,7 +122,7 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
             if split not in section and info and info.get("pattern"):
                 section[split] = _join(base, info["pattern"])
         if "num_classes" in manifest:
-            section.setdefault("_num_classes", manifest["num_classes"])
+            found["manifest_num_classes"] = manifest["num_classes"]
         if manifest.get("feature_columns"):
             from tpuestimator.models.feature_columns import apply_overrides
 
@@ -90,8 +130,7 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
         if manifest.get("task"):
             section.setdefault("task", manifest["task"])
         if manifest.get("label_stats"):  # a regression label's training mean and std (tables.write)
-            section.setdefault("label_stats", copy.deepcopy(manifest["label_stats"]))
-        section["_resolved_manifest"] = True
+            found["label_stats"] = copy.deepcopy(manifest["label_stats"])
     fmt = section.get("format")
     if fmt not in FORMATS:
         raise DataError(f"data.format is {fmt!r}; expected one of {', '.join(FORMATS)} "
@@ -106,15 +145,20 @@ def resolve_section(data_section: Mapping[str, Any]) -> dict:
         if not image or not all(k in image for k in ("height", "width")):
             raise DataError(f"data.image is {image!r}; {fmt} records need data.image: "
                             "{height: H, width: W, channels: C}.")
-        section["image"] = {"channels": 3 if fmt == "flowers" else 1, "scale": "unit",
-                            "decode_ratio": 1, **image}
+        section["image"] = ImageSpec(**{"channels": 3 if fmt == "flowers" else 1, **image})
     elif image:
-        section["image"] = {"channels": 3, "scale": "unit", "decode_ratio": 1, **image}
+        section["image"] = ImageSpec(**image)
+    else:
+        section["image"] = None
     if fmt == "features":
         if not section.get("features"):
             raise DataError("data.features is empty; with data.format 'features' declare each feature "
                             "as {name: {dtype: float32|int64|string, shape: [...]}}.")
-    return section
+    section["augment"] = Augment(**(section.get("augment") or {}))
+    section["assertions"] = tuple(Assertion(**a) for a in section.get("assertions") or ())
+    section["feature_columns"] = section.get("feature_columns") or {}
+    known = {f.name for f in dataclasses.fields(DataSpec)}
+    return DataSpec(**{k: v for k, v in section.items() if k in known}, **found)
 
 
 def _join(base: str, pattern: str) -> str:
@@ -123,79 +167,69 @@ def _join(base: str, pattern: str) -> str:
     return os.path.join(base, pattern)
 
 
-def record_features(section: Mapping[str, Any], *, with_label: bool = True) -> dict[str, dict]:
-    """The features stored in each record: name -> {dtype, shape, kind} (the parse spec).
-
-    `section` must be resolved (see `resolve_section`).
-    """
-    fmt = section["format"]
-    label = section.get("label")
-    out: dict[str, dict] = {}
-    if fmt == "mnist":
-        out[MNIST_IMAGE_KEY] = {"dtype": "string", "shape": [], "kind": "raw_image"}
-    elif fmt == "flowers":
-        out[FLOWERS_IMAGE_KEY] = {"dtype": "string", "shape": [], "kind": "jpeg"}
+def record_features(spec: DataSpec, *, with_label: bool = True) -> dict[str, RecordFeature]:
+    """The features stored in each record: name -> `RecordFeature` (the parse spec)."""
+    label = spec.label
+    out: dict[str, RecordFeature] = {}
+    if spec.format == "mnist":
+        out[MNIST_IMAGE_KEY] = RecordFeature(dtype="string", shape=[], kind="raw_image")
+    elif spec.format == "flowers":
+        out[FLOWERS_IMAGE_KEY] = RecordFeature(dtype="string", shape=[], kind="jpeg")
     else:
-        for name, spec in section["features"].items():
+        for name, declared in spec.features.items():
             if name == label:
                 continue
-            spec = dict(spec)
-            kind = spec.get("kind") or ("string" if spec["dtype"] == "string" else "numeric")
-            spec["kind"] = kind
+            kind = declared.get("kind") or ("string" if declared["dtype"] == "string" else "numeric")
+            vocabulary = declared.get("vocabulary")
             if kind in ("raw_image", "jpeg", "png"):
-                spec["image_shape"] = list(spec.get("shape") or _image_shape(section, name))
-                spec["shape"] = []
-                spec["dtype"] = "string"
+                out[name] = RecordFeature(dtype="string", shape=[], kind=kind, vocabulary=vocabulary,
+                                          image_shape=list(declared.get("shape") or _image_shape(spec, name)))
             else:
-                spec["shape"] = list(spec.get("shape") or [])
-            out[name] = spec
+                out[name] = RecordFeature(dtype=declared["dtype"], shape=list(declared.get("shape") or []), kind=kind,
+                                          vocabulary=vocabulary)
     if with_label and label:
-        out[label] = {"dtype": "float32" if is_regression(section) else "int64", "shape": [], "kind": "label"}
+        out[label] = RecordFeature(dtype="float32" if is_regression(spec) else "int64", shape=[], kind="label")
     return out
 
 
-def is_regression(section: Mapping[str, Any]) -> bool:
+def is_regression(spec: DataSpec) -> bool:
     """True when the records' label is a number to predict (a table written with a regression label)."""
-    return section.get("task") == "regression"
+    return spec.task == "regression"
 
 
-def feature_columns(section: Mapping[str, Any]) -> dict[str, dict] | None:
+def feature_columns(spec: DataSpec) -> dict[str, dict] | None:
     """The table's feature columns (`tpuestimator.models.feature_columns`), None for data that is no table."""
-    return dict(section.get("feature_columns") or {}) or None
+    return dict(spec.feature_columns or {}) or None
 
 
-def _image_shape(section: Mapping[str, Any], name: str) -> list[int]:
-    image = section.get("image")
-    if not image:
+def _image_shape(spec: DataSpec, name: str) -> list[int]:
+    if not spec.image:
         raise DataError(f"data.features.{name}: an image feature needs a shape [height, width, channels] "
                         "(or a data.image section).", feature=name)
-    return [image["height"], image["width"], image.get("channels", 3)]
+    return spec.image.shape
 
 
-def model_features(section: Mapping[str, Any]) -> dict[str, tuple[list[int], str]]:
+def model_features(data_section: Any) -> dict[str, tuple[list[int], str]]:
     """What the model receives: name -> (shape without batch, dtype name). No TensorFlow."""
-    section = resolve_section(section)
-    fmt = section["format"]
-    if fmt in ("mnist", "flowers"):
-        img = section["image"]
-        return {"image": ([img["height"], img["width"], img["channels"]], "float32")}
-    if section.get("feature_columns"):
+    spec = resolve_section(data_section)
+    if spec.format in ("mnist", "flowers"):
+        return {"image": (spec.image.shape, "float32")}
+    if spec.feature_columns:
         from tpuestimator.models.table_preprocessing import encoded_features
 
-        return encoded_features(section["feature_columns"])
+        return encoded_features(spec.feature_columns)
     out = {}
-    for name, spec in record_features(section, with_label=False).items():
-        kind = spec["kind"]
-        if kind in ("raw_image", "jpeg", "png"):
-            out[name] = (list(spec["image_shape"]), "float32")
-        elif spec["dtype"] == "int64":
-            out[name] = (list(spec["shape"]), "int32")
+    for name, feature in record_features(spec, with_label=False).items():
+        if feature.kind in ("raw_image", "jpeg", "png"):
+            out[name] = (list(feature.image_shape), "float32")
+        elif feature.dtype == "int64":
+            out[name] = (list(feature.shape), "int32")
         else:
-            out[name] = (list(spec["shape"]), spec["dtype"])
+            out[name] = (list(feature.shape), feature.dtype)
     return out
 
 
-def describe_features(data_section: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], Any]]:
+def describe_features(data_section: Any) -> dict[str, tuple[tuple[int, ...], Any]]:
     """What shapes and dtypes the model receives, for building a serving signature.
 
     Returns:
@@ -208,7 +242,7 @@ def describe_features(data_section: Mapping[str, Any]) -> dict[str, tuple[tuple[
     return {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in model_features(data_section).items()}
 
 
-def vocabulary(data_section: Mapping[str, Any]) -> list[str] | None:
+def vocabulary(data_section: Any) -> list[str] | None:
     """Class names by label id: from `data.vocabulary` (a list or a text file, one per line) or the manifest.
 
     Returns None when the data names no classes.
@@ -216,8 +250,7 @@ def vocabulary(data_section: Mapping[str, Any]) -> list[str] | None:
     Raises:
       DataError: when a vocabulary file is named but missing or empty.
     """
-    section = resolve_section(data_section)
-    vocab = section.get("vocabulary")
+    vocab = resolve_section(data_section).vocabulary
     if vocab is None:
         return None
     if isinstance(vocab, list):
@@ -236,26 +269,26 @@ def vocabulary(data_section: Mapping[str, Any]) -> list[str] | None:
     return names
 
 
-def num_classes(data_section: Mapping[str, Any]) -> int | None:
+def num_classes(data_section: Any) -> int | None:
     """Number of classes: the vocabulary's length, else the manifest's `num_classes`, else None."""
-    vocab = vocabulary(data_section)
+    spec = resolve_section(data_section)
+    vocab = vocabulary(spec)
     if vocab is not None:
         return len(vocab)
-    section = resolve_section(data_section)
-    n = section.get("_num_classes")
+    n = spec.manifest_num_classes
     return int(n) if n is not None else None
 
 
-def pattern_for(section: Mapping[str, Any], mode: str) -> str | list[str]:
+def pattern_for(spec: DataSpec, mode: str) -> str | list[str]:
     """The file pattern a mode reads: `data.train` for train, `data.eval` for eval and predict.
 
     Raises:
       DataError: when the section has no pattern for the mode.
     """
     key = "train" if mode == "train" else "eval"
-    pattern = section.get(key)
+    pattern = spec.train if mode == "train" else spec.eval
     if not pattern and mode == "predict":
-        pattern = section.get("train")
+        pattern = spec.train
     if not pattern:
         raise DataError(f"data.{key} is not set; {mode} needs a glob of TFRecord files in data.{key} "
                         "(or a data.manifest that lists the split).")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping
 from typing import Any
 
 _EXPORTS = {
@@ -45,18 +44,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tpuestimator.debug' has no attribute {name!r}")
 
 
-def hooks_from_config(debug: Mapping[str, Any], *, logdir: str | None, model_dir: str,
+def hooks_from_config(debug: Any, *, logdir: str | None, model_dir: str,
                       base_dir: str | None = None) -> list:
     """The hooks a config's `debug` section asks for (dump, watch, profile_steps).
 
     Args:
-      debug: the `debug` section (defaults filled in).
+      debug: the config's typed `debug` section (`cfg.debug`).
       logdir: the run's TensorBoard logs folder (profiles go to `<logdir>/plugins/profile`);
         None without a run record: `<model_dir>/logs`.
       model_dir: the model dir (a relative `debug.dump.dir` is taken from the working folder).
     """
     hooks: list = []
-    dump = debug.get("dump")
+    dump = debug.dump
     if dump:
         from tpuestimator.debug.dumps import DumpHook
         from tpuestimator.errors import ConfigError
@@ -69,14 +68,14 @@ def hooks_from_config(debug: Mapping[str, Any], *, logdir: str | None, model_dir
             directory = os.path.join(base_dir, directory)
         hooks.append(DumpHook(directory, dump["steps"], mode=dump.get("mode") or "FULL_HEALTH",
                               op_regex=dump.get("op_regex")))
-    watch = debug.get("watch")
+    watch = debug.watch
     if watch:
         from tpuestimator.hooks.watch import WatchHook
 
         hooks.append(WatchHook(watch["outputs"], first_n=watch.get("first_n"), summarize=watch.get("summarize") or 3,
                                every_n_loops=watch.get("every_n_loops") or 1))
-    if debug.get("profile_steps"):
+    if debug.profile_steps:
         from tpuestimator.hooks.profiler import ProfilerHook
 
-        hooks.append(ProfilerHook(logdir or os.path.join(model_dir, "logs"), debug["profile_steps"]))
+        hooks.append(ProfilerHook(logdir or os.path.join(model_dir, "logs"), debug.profile_steps))
     return hooks

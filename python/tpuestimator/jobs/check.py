@@ -154,7 +154,7 @@ def check_config(config: str | Mapping[str, Any] | JobConfig, *, overrides=(), n
     per_core = max(1, cfg.train.batch_size // num_cores)
     train_fn = input_fn_for(cfg, "train")
     params = {**cfg.params, "batch_size": per_core, "mode": "train", "input_context": None, "seed": 0, "start_step": 0}
-    with data.translate_errors(cfg.section("data"), "train"):
+    with data.translate_errors(cfg.data, "train"):
         dataset = train_fn(params)
     element = dataset.element_spec
     features_spec, labels_spec = split_element(element)

@@ -76,10 +76,11 @@ def evaluate_export(export_dir: str, *, data_pattern: str | list[str] | None = N
     predictor = ExportPredictor(export_dir)
     recorder = None
     if record:
-        section = predictor.resolved_data_section(data_pattern, mode="eval")
-        config = {"model": predictor.meta.get("model"), "data": section,
+        spec = predictor.resolved_data_section(data_pattern, mode="eval")
+        # the run's archived config: a dict (serialization)
+        config = {"model": predictor.meta.get("model"), "data": spec.as_section(),
                   "eval": {"batch_size": batch_size}}
-        flags = {"export_dir": os.path.abspath(predictor.export_dir), "data": _as_text(section.get("eval"))}
+        flags = {"export_dir": os.path.abspath(predictor.export_dir), "data": _as_text(spec.eval)}
         props = {"type": "evaluation", "export_dir": os.path.abspath(predictor.export_dir)}
         if isinstance(predictor.meta.get("global_step"), int):
             props["global_step"] = predictor.meta["global_step"]

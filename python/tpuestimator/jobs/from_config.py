@@ -15,22 +15,21 @@ from tpuestimator.errors import ConfigError
 def model_params(cfg: JobConfig) -> dict:
     """The config's params plus what the data defines (num_classes, vocabulary, image)."""
     params = cfg.params
-    section = cfg.section("data")
-    resolved = data.resolve_section(section) if section.get("manifest") or section.get("format") else {}
-    if resolved.get("feature_columns") and "feature_columns" not in params:
-        params["feature_columns"] = resolved["feature_columns"]  # a table: the canned models read its columns
-    if resolved.get("task"):
-        if params.get("task", resolved["task"]) != resolved["task"]:
-            raise ConfigError("params.task", params["task"], f"{resolved['task']}: the table's label is "
-                              f"{'a number' if resolved['task'] == 'regression' else 'a class'}")
-        params["task"] = resolved["task"]
-    if resolved.get("label_stats") and params.get("task") == "regression":
-        params.setdefault("label_stats", resolved["label_stats"])  # the canned regressors' label scale
-    vocab = data.vocabulary(section)
+    spec = data.resolve_section(cfg.data) if cfg.data.manifest or cfg.data.format else None
+    if spec is not None and spec.feature_columns and "feature_columns" not in params:
+        params["feature_columns"] = dict(spec.feature_columns)  # a table: the canned models read its columns
+    if spec is not None and spec.task:
+        if params.get("task", spec.task) != spec.task:
+            raise ConfigError("params.task", params["task"], f"{spec.task}: the table's label is "
+                              f"{'a number' if spec.task == 'regression' else 'a class'}")
+        params["task"] = spec.task
+    if spec is not None and spec.label_stats and params.get("task") == "regression":
+        params.setdefault("label_stats", spec.label_stats)  # the canned regressors' label scale
+    vocab = data.vocabulary(spec or cfg.data)
     if vocab and "vocabulary" not in params:
         params["vocabulary"] = list(vocab)
     if "num_classes" not in params and params.get("task") != "regression":
-        n = data.num_classes(section)
+        n = data.num_classes(spec or cfg.data)
         if n:
             params["num_classes"] = int(n)
     if vocab and params.get("num_classes") and len(vocab) != params["num_classes"]:
@@ -46,10 +45,11 @@ def build_estimator(cfg: JobConfig, *, model_dir: str | None = None, model_fn=No
 
 def input_fn_for(cfg: JobConfig, mode: str, pattern: str | None = None):
     """The input function of a config's `data` section for `mode` (`pattern` replaces the files)."""
-    section = cfg.section("data")
+    train = mode == "train"
+    if pattern is None and not (cfg.data.train if train else cfg.data.eval) and cfg.data.manifest is None:
+        raise ConfigError(f"data.{'train' if train else 'eval'}", None,
+                          f"a TFRecord file pattern to {'train' if train else 'evaluate'} on")
+    spec = data.resolve_section(cfg.data)
     if pattern is not None:
-        section["eval" if mode != "train" else "train"] = pattern
-    key = "train" if mode == "train" else "eval"
-    if not section.get(key) and "manifest" not in section:
-        raise ConfigError(f"data.{key}", None, f"a TFRecord file pattern to {'train' if key == 'train' else 'evaluate'} on")
-    return data.make_input_fn(section, mode)
+        spec = spec.replace(train=pattern) if train else spec.replace(eval=pattern)
+    return data.make_input_fn(spec, mode)

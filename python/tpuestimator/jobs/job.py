@@ -91,7 +91,9 @@ class JobResult:
 
 
 def _as_config(config, overrides: Iterable[str]) -> JobConfig:
-    """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end)."""
+    """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end).
+    With overrides it is a real change of fields, given as `--set` strings: they are applied to
+    its plain dict and the result loaded (validated) as any config with overrides is."""
     if isinstance(config, JobConfig):
         return config if not overrides else load_config(config.to_dict(), overrides)
     return load_config(config, overrides)
@@ -138,7 +140,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         stopper.install()
     try:
         cfg = _as_config(config, overrides)
-        model_dir = model_dir or default_model_dir(cfg.to_dict(), run_dir) or cfg.model_dir
+        model_dir = model_dir or default_model_dir(cfg.run.model_dir, run_dir) or cfg.model_dir
         created = not os.path.isdir(model_dir)
         with translate_disk_full(model_dir, "model dir", kept="Nothing was trained."):
             os.makedirs(model_dir, exist_ok=True)
@@ -165,7 +167,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
 def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimator, hooks, progress, export, resume,
                 stopper) -> JobResult:
     role = task_role()
-    resumed_from_step = check_model_dir(cfg.to_dict(), model_dir, resume=resume)
+    resumed_from_step = check_model_dir(cfg, model_dir, resume=resume)
     config_path = os.path.join(model_dir, CONFIG_FILE)
     previous_config = _read_text(config_path) if resumed_from_step is not None else None
     scratch = None
@@ -177,6 +179,7 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
         runs_dir, run_dir = os.path.join(scratch, "runs"), None
     recorder = None
     if record:
+        # the config as a plain dict: archived in the run (source.tar.gz) and read for its properties
         common = dict(config=cfg.to_dict(), flags=job_flags(cfg), script=cfg.source,
                       planned_rows=planned_rows(cfg), properties={"model_dir": os.path.abspath(model_dir),
                                                                      "resumed_from_step": resumed_from_step})
@@ -198,7 +201,7 @@ def _locked_job(cfg: JobConfig, *, model_dir, runs_dir, run_dir, record, estimat
                 if previous_config is not None and role.is_chief:
                     atomic_write_text(config_path, previous_config)
                 recorded = yaml.safe_load(previous_config) if previous_config else None
-                raise unappliable_settings_error(model_dir, recorded, cfg.to_dict(), exc.detail) from None
+                raise unappliable_settings_error(model_dir, recorded, cfg, exc.detail) from None
         except TrainingInterrupted as exc:
             logger.warning("%s", exc)
             if recorder is not None:
@@ -276,6 +279,7 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks) -> list:
     """The hooks a job registers, in order: the NaN/Inf report first (it completes the error
     message other hooks see), logging, the run record, debug hooks, progress, the user's."""
     model_dir = estimator.model_dir
+    # the NaN/Inf report's bundle holds the config as a file (config.yaml): a plain dict
     job_hooks: list = [NonFiniteReportHook(job_config=cfg.to_dict()), LoggingHook(cfg.run.log_every_n_loops)]
     if recorder is not None:
         job_hooks.append(SummaryHook(str(recorder.logs_dir)))
@@ -283,7 +287,7 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks) -> list:
         # metric rows (a row per loop, evaluations joining their loop's row, written before the
         # exporters and the caller's hooks run) and `end` heartbeats
         job_hooks.append(RecorderHook(recorder))
-    job_hooks.extend(hooks_from_config(cfg.section("debug"), logdir=str(recorder.logs_dir) if recorder else None,
+    job_hooks.extend(hooks_from_config(cfg.debug, logdir=str(recorder.logs_dir) if recorder else None,
                                        model_dir=model_dir))
     if progress is not None:
         job_hooks.append(ProgressCallbackHook(progress, cfg.train.max_steps))
@@ -292,14 +296,14 @@ def _job_hooks(cfg: JobConfig, estimator, recorder, progress, hooks) -> list:
 
 
 def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=None) -> JobResult:
-    section = cfg.section("data")
+    spec = data.resolve_section(cfg.data)
     model_dir = estimator.model_dir
     train_fn = input_fn_for(cfg, "train")
     eval_fn = input_fn_for(cfg, "eval") if cfg.has_eval_data else None
     job_hooks = _job_hooks(cfg, estimator, recorder, progress, hooks)
     exp = cfg.export
     export_base = export_scratch or exp.dir or os.path.join(model_dir, "export")
-    serving_inputs = data_serving_inputs(section)
+    serving_inputs = data_serving_inputs(spec)
 
     def metadata(est):  # in every export as it appears, the best one mid-training included
         return {EXPORT_META: export_metadata(cfg, est)}
@@ -316,8 +320,8 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
 
     num_classes = estimator.params.get("num_classes")
     # an input error names its file and record, in the train data or (at an evaluation) the eval data
-    with data.translate_errors(section, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
-            data.translate_errors(section, "train", num_classes=num_classes), \
+    with data.translate_errors(spec, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
+            data.translate_errors(spec, "train", num_classes=num_classes), \
             numerics.check_numerics(cfg.debug.check_numerics), numerics.translate_errors(estimator):
         try:
             outcome = train_and_evaluate(estimator, TrainSpec(input_fn=train_fn, max_steps=max_steps,
@@ -337,18 +341,18 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     if estimator.device_info.strategy_name == "multi_worker":
         sync_workers(estimator.strategy)  # no worker exits while another still writes
     export_dir = exports.get("final") or exports.get("best") or exports.get("latest")
+    # `JobResult.config` is a plain dict: what R and the CLI's callers receive
     result = JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
                        metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
                        config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
     if recorder is not None:
         with _record_disk_full(recorder, result):
-            _record_results(recorder, cfg, estimator, outcome, export_dir)
+            _record_results(recorder, data_spec=spec, estimator=estimator, outcome=outcome, export_dir=export_dir)
     return result
 
 
-def _record_results(recorder, cfg, estimator, outcome, export_dir) -> None:
+def _record_results(recorder, *, data_spec, estimator, outcome, export_dir) -> None:
     """The trained run's properties, final evaluation and export copy in its run record."""
-    section = cfg.section("data")
     spec = estimator.spec
     opt = getattr(spec.optimizer, "inner_optimizer", spec.optimizer)
     recorder.set_properties(
@@ -359,8 +363,8 @@ def _record_results(recorder, cfg, estimator, outcome, export_dir) -> None:
         **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
            if estimator.steps_by_worker else {}),
         **({"export_dir": os.path.abspath(export_dir)} if export_dir else {}),
-        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if section.get("on_corrupt") == "skip" else {}))
-    samples = data.num_examples(section, "train") if hasattr(data, "num_examples") else None
+        **({"corrupt_records_skipped": data.corrupt_records_skipped()} if data_spec.skips_corrupt else {}))
+    samples = data.num_examples(data_spec, "train") if hasattr(data, "num_examples") else None
     if samples:
         recorder.set_properties(samples=samples)
     if outcome.metrics:

@@ -59,7 +59,7 @@ def load_job_config(model_dir: str, overrides: Iterable[str] = ()) -> JobConfig:
         logger.info("%s was trained on a cluster (run.strategy=%s); without TF_CONFIG this job runs on this "
                     "machine's devices (run.strategy=auto; --set run.strategy=... chooses another)",
                     model_dir, cfg.run.strategy)
-        cfg = load_config(path, [*overrides, "run.strategy=auto"])
+        cfg = cfg.replace(run={"strategy": "auto"})  # not the file loaded again: only the run section rechecked
     return cfg
 
 
@@ -75,7 +75,7 @@ def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern:
             raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
         input_fn = input_fn_for(cfg, "eval", data_pattern)
         # the section the input reads (with --data's files): an error names the file and record read
-        with data.translate_errors(input_fn.data_section, "eval", num_classes=estimator.params.get("num_classes")):
+        with data.translate_errors(input_fn.data_spec, "eval", num_classes=estimator.params.get("num_classes")):
             return estimator.evaluate(input_fn)
 
 
@@ -123,7 +123,7 @@ def export_model(model_dir: str, out: str | None = None, *, format: str = "saved
 def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup: int | None,
                    representative_batches: int | None, overrides: Iterable[str]) -> ExportResult:
     cfg = load_job_config(model_dir, overrides)
-    if format == "tflite" and data.resolve_section(cfg.section("data")).get("feature_columns"):
+    if format == "tflite" and data.resolve_section(cfg.data).feature_columns:
         # refused before anything is exported or converted
         raise ConfigError("format", "tflite", "saved_model for a model trained on a table: its export looks up "
                           "strings and hashes values (Keras StringLookup, IntegerLookup, Hashing) in TensorFlow hash "
@@ -143,13 +143,12 @@ def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup
     has_eval = cfg.has_eval_data
     estimator.build(input_fn_for(cfg, "eval" if has_eval else "train"), Mode.EVAL if has_eval else Mode.TRAIN)
     base = out or os.path.join(model_dir, "export", "manual")
-    section = cfg.section("data")
     existing = os.path.join(base, str(estimator.global_step))
     if format == "tflite" and is_export_dir(existing):
         path = existing  # this checkpoint's SavedModel is there: each quantization's .tflite goes beside it
     else:
         path = estimator.export_saved_model(base, version=estimator.global_step,
-                                            serving_inputs=data_serving_inputs(section))
+                                            serving_inputs=data_serving_inputs(cfg.data))
         write_export_metadata(path, cfg, estimator)
     requests = write_warmup(path, cfg, warmup, records)
     if format == "saved_model":
@@ -180,7 +179,7 @@ def warmup_records(cfg: JobConfig, n: int) -> list[bytes]:
         return []
     from tpuestimator.serving import warmup
 
-    return warmup.sample_records(cfg.section("data"), n)
+    return warmup.sample_records(cfg.data, n)
 
 
 def write_warmup(export_dir: str, cfg: JobConfig, n: int, records: list[bytes] | None = None) -> int:
@@ -199,17 +198,17 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
     evaluation), and records the figures under `tflite` in the export's metadata."""
     from tpuestimator.system.io import atomic_write_bytes
 
-    section = data.resolve_section(cfg.section("data"))
+    spec = data.resolve_section(cfg.data)
     batch_size = int(cfg.eval.batch_size)
 
     def batches(files):  # eval-mode decoding (no augmentation, no shuffle) of `files`, as clients send them
-        for features, _ in data.client_layout_input(section, files, mode="eval", batch_size=batch_size)():
+        for features, _ in data.client_layout_input(spec, files, mode="eval", batch_size=batch_size)():
             yield {k: v.numpy() for k, v in features.items()}
 
     calibrated = [0]
 
     def representative():  # the first batches of the TRAINING records, one example at a time
-        taken = (b for _, b in zip(range(representative_batches), batches(pattern_for(section, "train"))))
+        taken = (b for _, b in zip(range(representative_batches), batches(pattern_for(spec, "train"))))
         for example in litert.single_examples(taken):
             calibrated[0] += 1
             yield example
@@ -217,7 +216,7 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
     content = litert.convert(export_dir, quantize=quantize,
                              representative=representative if quantize == "int8" else None)
     atomic_write_bytes(target, content)
-    checked = batches(pattern_for(section, eval_mode))
+    checked = batches(pattern_for(spec, eval_mode))
     report = litert.verify(export_dir, content, checked, quantize=quantize)
     report.update(file=os.path.basename(target), quantize=quantize, tflite_bytes=len(content),
                   saved_model_bytes=litert.directory_bytes(export_dir),

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from tpuestimator.config import JobConfig
 from tpuestimator.errors import TPUEstimatorError
 
 CONFIG_FILE = "config.yaml"
@@ -124,11 +125,11 @@ def _ways_out(model_dir: str) -> str:
             f"training from its weights with --set train.warm_start_from={model_dir} and a new model dir.")
 
 
-def check_model_dir(config: Mapping[str, Any], model_dir: str | os.PathLike, *, resume: bool = False) -> int | None:
+def check_model_dir(config: JobConfig, model_dir: str | os.PathLike, *, resume: bool = False) -> int | None:
     """Applies the model-dir rule (module docstring) before a job trains into `model_dir`.
 
     Args:
-      config: the job's resolved configuration (``JobConfig.to_dict()``).
+      config: the job's configuration.
       model_dir: the model dir the job will train into.
       resume: continue from an existing checkpoint even when the settings differ.
 
@@ -158,16 +159,15 @@ def check_model_dir(config: Mapping[str, Any], model_dir: str | os.PathLike, *, 
             f"model dir {model_dir} holds a checkpoint (step {step}) without a readable {CONFIG_FILE}, so "
             f"nothing says which settings trained it. {_ways_out(model_dir)}",
             model_dir=model_dir, step=step, differences={})
-    differences = config_differences(recorded, config)
+    differences = config_differences(recorded, config.to_dict())  # field by field against the recorded file
     if differences:
         shown = "; ".join(f"{field}: {old!r} -> {new!r}" for field, (old, new) in differences.items())
         raise ModelDirConflictError(
             f"model dir {model_dir} holds a checkpoint (step {step}) trained with other settings ({shown}); "
             f"continuing it would record these settings with that training's results. {_ways_out(model_dir)}",
             model_dir=model_dir, step=step, differences=differences)
-    train = config.get("train") if isinstance(config.get("train"), Mapping) else {}
-    max_steps = train.get("max_steps")
-    if train.get("steps") is None and isinstance(max_steps, int) and not isinstance(max_steps, bool) \
+    max_steps = config.train.max_steps
+    if config.train.steps is None and isinstance(max_steps, int) and not isinstance(max_steps, bool) \
             and step > max_steps:
         raise ModelDirConflictError(
             f"model dir {model_dir} holds a checkpoint at step {step}, past train.max_steps={max_steps}: nothing "
@@ -184,7 +184,7 @@ APPLIED_PARAMS = ("learning_rate", "optimizer", "momentum", "beta_1", "beta_2", 
 
 
 def unappliable_settings_error(model_dir: str | os.PathLike, recorded_config: Mapping[str, Any] | None,
-                               config: Mapping[str, Any], detail: str) -> ModelDirConflictError:
+                               config: JobConfig, detail: str) -> ModelDirConflictError:
     """The error for a resumed job (``--resume``) whose changed settings cannot take effect on
     the checkpoint: the model it builds has other variables (shapes, layers) than the checkpoint.
 
@@ -194,7 +194,7 @@ def unappliable_settings_error(model_dir: str | os.PathLike, recorded_config: Ma
     """
     model_dir = str(model_dir)
     step = checkpoint_step(model_dir)
-    differences = config_differences(recorded_config, config) if isinstance(recorded_config, Mapping) else {}
+    differences = config_differences(recorded_config, config.to_dict()) if isinstance(recorded_config, Mapping) else {}
     shaping = {f: d for f, d in differences.items() if (f == "model" or f.startswith(("model.", "params.")))
                and f.split(".")[1 if "." in f else 0] not in APPLIED_PARAMS}
     shown = "; ".join(f"{field}: {old!r} -> {new!r}" for field, (old, new) in (shaping or differences).items())
@@ -212,7 +212,7 @@ def unappliable_settings_error(model_dir: str | os.PathLike, recorded_config: Ma
 MODELS_DIR = ".models"
 
 
-def default_model_dir(run_config: Mapping[str, Any], run_dir: str | os.PathLike | None) -> str | None:
+def default_model_dir(model_dir_setting: str | None, run_dir: str | os.PathLike | None) -> str | None:
     """The model dir of a job recording into an existing run folder (tfruns's active run),
     when neither the caller nor ``run.model_dir`` chose one: ``<runs folder>/.models/<run>``.
 
@@ -222,10 +222,9 @@ def default_model_dir(run_config: Mapping[str, Any], run_dir: str | os.PathLike 
     checkpoints are not copied (being inside the runs folder alone would not be enough). Outside
     the run folder, so the export is stored once (as the
     run's ``export/``); one per run, so a tfruns run never meets another run's checkpoint.
-    None when `run_dir` is None or ``run.model_dir`` is set.
+    None when `run_dir` is None or ``run.model_dir`` (`model_dir_setting`) is set.
     """
-    run = run_config.get("run") if isinstance(run_config.get("run"), Mapping) else {}
-    if run_dir is None or run.get("model_dir"):
+    if run_dir is None or model_dir_setting:
         return None
     run_dir = Path(run_dir)
     return str(run_dir.parent / MODELS_DIR / run_dir.name)

@@ -24,9 +24,9 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
     estimator.per_replica_batch(cfg.train.batch_size, "train.batch_size")
     if has_eval:
         estimator.per_replica_batch(cfg.eval.batch_size, "eval.batch_size")
-    section = cfg.section("data")
-    num_classes = data.num_classes(section) or estimator.params.get("num_classes")
+    spec = data.resolve_section(cfg.data)
+    num_classes = data.num_classes(spec) or estimator.params.get("num_classes")
     for mode in ("train", "eval") if has_eval else ("train",):
         # Labels first: their check reads further and says what the scan cannot (nothing trained).
-        data.check_labels(section, mode, num_classes=num_classes)
-        data.scan_files(section, mode, num_classes=num_classes)
+        data.check_labels(spec, mode, num_classes=num_classes)
+        data.scan_files(spec, mode, num_classes=num_classes)

@@ -46,6 +46,25 @@ def planned_row_count(loops: int, eval_loops: Iterable[int] = (), *, max_train_r
     return loops // stride + len(off_stride)
 
 
+def planned_steps(steps: list[float | None], max_steps: int | None, count: int) -> list[int | None]:
+    """The x values of the `count` rows not recorded yet: evenly spaced global steps from the
+    last recorded one (in `steps`) up to ``train.max_steps`` (null when that is unknown).
+
+    tfruns's chart (inst/views/components/metrics_charts.html, MetricsCharts) sets the x axis
+    maximum to the LAST ``epoch`` value and uses the ``epoch`` values as tick values, so a
+    null there would be handed to c3 as an axis bound and as ticks. keras never writes one
+    (without an ``epoch`` key tfruns uses 1..n, padding rows included), so neither do we:
+    the axis of a running or stopped run spans the planned steps, as keras's spans the
+    planned epochs. The metric values of those rows stay null."""
+    if count <= 0:
+        return []
+    last = next((s for s in reversed(steps) if s is not None), 0) or 0
+    if not max_steps or max_steps <= last:
+        return [None] * count
+    span = max_steps - last
+    return [int(round(last + span * k / count)) for k in range(1, count + 1)]
+
+
 class MetricRows:
     """The rows of one run's metrics.json (not thread-safe: the recorder holds its lock)."""
 

@@ -20,52 +20,43 @@ else, every file is replaced atomically, and ``end`` moves forward at every `log
 so a run killed with SIGKILL is still a valid, listable run (``completed`` FALSE).
 ``end`` also moves forward at every training loop (`heartbeat()`, at most every few seconds),
 so a killed run's duration is right to within that.
+The run's files, each written atomically under one lock, are `runs.run_folder.RunFolder`'s
+(properties, source archive, artifacts); the properties a config determines are in
+`runs.run_properties`; the metric rows in `runs.metric_rows`. This module is the life cycle
+(create or attach, log, complete / fail / interrupt) and metrics.json.
 Nothing here imports TensorFlow.
-
-Over 400 lines on purpose: the writer's crash-safety rules (what is on disk after a kill at
-any line) hold only as one class whose every write goes through the same atomic helpers and
-lock; docs/RUN_FORMAT.md lists those rules one by one.
 """
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
-import io as _io
 import json
 import logging
-import math
 import os
 import shutil
 import socket
-import subprocess
-import sys
-import tarfile
-import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import tpuestimator.runs.naming as naming
-from tpuestimator.runs.metric_rows import MetricRows
-from tpuestimator.runs.values import (
-    EVAL_PREFIX,
-    clean_evaluation,
-    flatten_flags,
-    metric_value,
-    property_text,
+from tpuestimator.runs.archive import read_tar_members, tar_gz_bytes  # noqa: F401  (imported from here)
+from tpuestimator.runs.metric_rows import MetricRows, planned_steps
+from tpuestimator.runs.run_folder import OUTPUT_LOG, RunFolder  # noqa: F401  (OUTPUT_LOG imported from here)
+from tpuestimator.runs.run_properties import (  # noqa: F401  (config_properties imported from here)
+    config_properties,
+    git_commit,
+    is_int,
+    script_name,
+    tensorflow_version,
 )
+from tpuestimator.runs.values import EVAL_PREFIX, clean_evaluation, flatten_flags, metric_value, property_text
 from tpuestimator.system.diskspace import is_disk_full
-from tpuestimator.system.io import atomic_write_bytes, atomic_write_json, atomic_write_text, json_safe
+from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
-_RESERVED = {naming.RECORD_DIR, "logs", "plots"}
 # Keys of a metrics dict that are the x axis, not metrics.
 _STEP_NAMES = {"step", "global_step", "epoch"}
 # Seconds between two `heartbeat()` writes of ``global_step`` and ``end`` (called at every loop
@@ -73,156 +64,24 @@ _STEP_NAMES = {"step", "global_step", "epoch"}
 # (atomic against a kill all the same): 8 ms measured on a loaded 2-core machine's overlay
 # disk, so at most 0.8% of the wall time, whatever the loop length.
 HEARTBEAT_S = 1.0
-# The run's console log (copied into properties/output, where tfruns's viewer shows it).
-OUTPUT_LOG = "output.log"
 
 
-def tar_gz_bytes(files: Mapping[str, bytes], *, mtime: float | None = None) -> bytes:
-    """A gzipped tar of ``source/<name>`` members in GNU format with integer mtimes.
-
-    Python's default (pax) format writes pax extended headers for float mtimes, and R's
-    ``untar()`` warns "using pax extended headers" on every read (RUN_FORMAT.md, rule 10).
-    """
-    now = int(time.time() if mtime is None else mtime)
-    buf = _io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
-        dirs = {"source"}
-        for name in files:
-            parts = name.split("/")[:-1]
-            for i in range(len(parts)):
-                dirs.add("/".join(["source", *parts[:i + 1]]))
-        for folder in sorted(dirs):
-            info = tarfile.TarInfo(folder)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
-            tar.addfile(info)
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"source/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o644, now
-            tar.addfile(info, _io.BytesIO(data))
-    return buf.getvalue()
-
-
-def read_tar_members(path: str | os.PathLike) -> dict[str, bytes]:
-    """The files of a ``source.tar.gz`` as {name under source/: bytes} ({} when unreadable)."""
-    out: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for member in tar.getmembers():
-                if member.isfile():
-                    fh = tar.extractfile(member)
-                    if fh is not None:
-                        name = member.name[len("source/"):] if member.name.startswith("source/") else member.name
-                        out[name] = fh.read()
-    except (OSError, tarfile.TarError, EOFError):
-        return {}
-    return out
-
-
-def _tensorflow_version() -> str | None:
-    tf = sys.modules.get("tensorflow")
-    version = getattr(tf, "__version__", None) if tf is not None else None
-    if version:
-        return str(version)
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-macos", "tf-nightly"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _git_commit(cwd: str | None = None) -> str | None:
-    """HEAD of the git repository holding `cwd`, or None (not a repo, no commit, no git)."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd or os.getcwd(), capture_output=True,
-                              text=True, timeout=5, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and len(commit) >= 7 else None
-
-
-def _get(mapping: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(mapping, Mapping) or key not in mapping:
-            return None
-        mapping = mapping[key]
-    return mapping
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def config_properties(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The tfruns properties that a job configuration determines (typed ones only when valid)."""
-    config = config or {}
-    props: dict[str, Any] = {}
-    train = _get(config, "train") or {}
-    params = _get(config, "params") or {}
-    # Not tfruns's ``steps``: tfruns shows ``steps_completed`` (the count of metric rows, one
-    # per evaluation) against it, and "3/300" reads as an unfinished run (rule 12). The rows
-    # are counted against ``epochs`` (the planned rows, written by the recorder) instead.
-    steps = _get(train, "max_steps")
-    if not _is_int(steps):
-        steps = _get(train, "steps")
-    if _is_int(steps):
-        props["max_steps"] = steps
-    if _is_int(_get(train, "batch_size")):
-        props["batch_size"] = train["batch_size"]
-    lr = params.get("learning_rate") if isinstance(params, Mapping) else None
-    if lr is None:
-        lr = _get(params, "optimizer", "learning_rate")
-    if _is_number(lr):
-        props["learning_rate"] = lr
-    optimizer = params.get("optimizer") if isinstance(params, Mapping) else None
-    if isinstance(optimizer, Mapping):
-        optimizer = optimizer.get("name") or optimizer.get("type") or optimizer.get("class_name")
-    if isinstance(optimizer, str):
-        props["optimizer"] = optimizer
-    if isinstance(params, Mapping):
-        loss = params.get("loss_function", params.get("loss"))
-        if isinstance(loss, str):
-            props["loss_function"] = loss
-    if isinstance(config.get("model"), str):
-        props["model"] = config["model"]
-    strategy = _get(config, "run", "strategy")
-    if isinstance(strategy, str):
-        props["strategy"] = strategy
-    return props
-
-
-class RunRecorder:
+class RunRecorder(RunFolder):
     """Records one training run in tfruns's format. Make one with `RunRecorder.create()`.
 
-    Attributes:
-      run_dir: the run folder (``runs/2026-11-29T10-23-38Z``).
-      logs_dir: ``run_dir/logs``; TensorBoard events go in ``logs/train`` and ``logs/eval``.
-      plots_dir: ``run_dir/plots``.
+    Attributes (and `RunFolder`'s: `run_dir`, `logs_dir`, `plots_dir`, `attached`):
       start: the start time, epoch seconds.
     """
 
     def __init__(self, run_dir: str | os.PathLike, *, start: float, planned_rows: int | None = None):
-        self.run_dir = Path(run_dir)
-        self.record_dir = self.run_dir / naming.RECORD_DIR
-        self.properties_dir = self.record_dir / "properties"
-        self.logs_dir = self.run_dir / "logs"
-        self.plots_dir = self.run_dir / "plots"
+        super().__init__(run_dir)  # every file is written under its lock
         self.start = float(start)
         self.planned_rows = int(planned_rows) if planned_rows else None
         self._max_steps: int | None = None  # train.max_steps: where the padding rows' x ends
         self._rows = MetricRows()
         self._last_metrics_write = 0.0
         self._state = "running"
-        # Recording into tfruns's active run (attach()): tfruns owns `completed` (TRUE once the
-        # whole R script has run) and `output` (its sink() writes the R console there).
-        self._attached = False
         self._last_beat = 0.0
-        self._lock = threading.RLock()
         self.flags: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ creation
@@ -256,7 +115,7 @@ class RunRecorder:
             tmp = run_dir / f".{naming.RECORD_DIR}.tmp"
             (tmp / "properties").mkdir(parents=True)
             first = {"start": f"{start:.3f}", "end": f"{start:.3f}", "completed": "FALSE",
-                     "script": _script_name(script), "type": "training", "context": "local"}
+                     "script": script_name(script), "type": "training", "context": "local"}
             for name, text in first.items():
                 (tmp / "properties" / name).write_text(text + "\n", encoding="utf-8")
             os.rename(tmp, rec.record_dir)
@@ -291,30 +150,30 @@ class RunRecorder:
             existing.discard("start")
             start = time.time()
         rec = cls(run_dir, start=start, planned_rows=planned_rows)
-        rec._attached = True
+        rec.attached = True
         rec._initialize(config=config, flags=flags, script=script, properties=properties, existing=existing,
                         attached=True)
         return rec
 
     def _initialize(self, *, config, flags, script, properties, existing: set[str], attached: bool) -> None:
         """Writes the first records; properties named in `existing` are left as they are."""
-        script_name = _script_name(script)
+        name = script_name(script)
         if attached:  # first the properties that make a crashed run valid
             if "start" not in existing:
-                self._write_property("start", f"{self.start:.3f}")
-            self._write_property("end", f"{max(self.start, time.time()):.3f}")
-            self._write_property("completed", "FALSE")
+                self.write_property("start", f"{self.start:.3f}")
+            self.write_property("end", f"{max(self.start, time.time()):.3f}")
+            self.write_property("completed", "FALSE")
         atomic_write_json(self.record_dir / OWNER_FILE, {"pid": os.getpid(), "host": socket.gethostname()})
-        base: dict[str, Any] = {"type": "training", "context": "local", "script": script_name}
+        base: dict[str, Any] = {"type": "training", "context": "local", "script": name}
         base.update(config_properties(config))
-        if _is_int(base.get("max_steps")):
+        if is_int(base.get("max_steps")):
             self._max_steps = int(base["max_steps"])
         if self.planned_rows:  # tfruns counts metric rows against this (rule 12)
             base["epochs"] = self.planned_rows
-        tf_version = _tensorflow_version()
+        tf_version = tensorflow_version()
         if tf_version:
             base["tensorflow_version"] = tf_version
-        commit = _git_commit()
+        commit = git_commit()
         if commit:
             base["git_commit"] = commit
         flat, dropped = flatten_flags(flags)
@@ -335,72 +194,15 @@ class RunRecorder:
         atomic_write_json(flags_path, flat)
         self.flags = flat
         # Inside tfruns's training_run() its source.tar.gz holds the R script: ours is merged in.
-        self._write_source(script, script_name, config, keep_existing=attached and "script" in existing)
+        self.write_source(script, name, config, keep_existing=attached and "script" in existing)
         for sub in ("train", "eval"):
             (self.logs_dir / sub).mkdir(parents=True, exist_ok=True)
         if self.planned_rows:
             self._write_metrics()
         logger.info("Recording run in %s", self.run_dir)
 
-    def _write_source(self, script: str | os.PathLike | None, script_name: str,
-                      config: Mapping[str, Any] | None, keep_existing: bool = False) -> None:
-        files: dict[str, bytes] = {}
-        archive = self.record_dir / "source.tar.gz"
-        existing = read_tar_members(archive) if keep_existing and archive.is_file() else {}
-        path = Path(str(script)) if script else None
-        if path is not None and path.is_file():
-            files[script_name] = path.read_bytes()
-        else:
-            cfg = json.loads(json.dumps(json_safe(dict(config or {})), default=str))
-            if script_name.endswith(".json"):
-                files[script_name] = (json.dumps(cfg, indent=2) + "\n").encode()
-            else:
-                files[script_name] = yaml.safe_dump(cfg, sort_keys=False).encode()
-        if config and "resolved_config.yaml" not in files:
-            cfg = json.loads(json.dumps(json_safe(dict(config)), default=str))
-            files["resolved_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False).encode()
-        atomic_write_bytes(archive, tar_gz_bytes({**files, **existing}))
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def name(self) -> str:
-        return self.run_dir.name
-
-    @property
-    def train_logs_dir(self) -> Path:
-        return self.logs_dir / "train"
-
-    @property
-    def eval_logs_dir(self) -> Path:
-        return self.logs_dir / "eval"
-
-    def _write_property(self, name: str, text: str, *, sync: bool = True) -> None:
-        # One value per file, ending with a newline as R's writeLines() writes it (rule 9).
-        atomic_write_text(self.properties_dir / name, text if text.endswith("\n") else text + "\n", sync=sync)
-
-    def set_properties(self, **kv: Any) -> None:
-        """Writes properties, one file each (None values are skipped; booleans as TRUE/FALSE).
-
-        Typed tfruns properties (``steps``, ``batch_size``, ``samples``, ``epochs``,
-        ``validation_samples`` integers; ``learning_rate`` a number) are skipped with a
-        warning when the value does not fit, because R would read them as NA.
-        """
-        with self._lock:
-            for key, value in kv.items():
-                if value is None:
-                    continue
-                name = str(key).replace(os.sep, "_").replace("/", "_").strip(". ") or "property"
-                if name in ("steps", "batch_size", "samples", "epochs", "validation_samples") and not (
-                        _is_int(value) or (_is_number(value) and float(value).is_integer())):
-                    logger.warning("Property %s=%r is not an integer; not written.", name, value)
-                    continue
-                if name == "learning_rate" and not _is_number(value):
-                    logger.warning("Property learning_rate=%r is not a finite number; not written.", value)
-                    continue
-                self._write_property(name, property_text(value))
-
     def _touch_end(self, *, sync: bool = True) -> None:
-        self._write_property("end", f"{time.time():.3f}", sync=sync)
+        self.write_property("end", f"{time.time():.3f}", sync=sync)
         self._last_beat = time.monotonic()
 
     def heartbeat(self, step: int | None = None) -> None:
@@ -411,25 +213,8 @@ class RunRecorder:
             if self._state != "running" or time.monotonic() - self._last_beat < HEARTBEAT_S:
                 return
             if step is not None:
-                self._write_property("global_step", property_text(int(step)), sync=False)
+                self.write_property("global_step", property_text(int(step)), sync=False)
             self._touch_end(sync=False)
-
-    def _write_output(self) -> None:
-        """Copies the run's console log into ``properties/output`` (tfruns's Output tab).
-
-        Not inside tfruns's ``training_run()``: there that file is the open target of tfruns's
-        ``sink()`` of the R console (R/training_run.R, do_training_run()); replacing it would
-        lose the R console, and our log stays in the run as ``output.log``."""
-        if self._attached:
-            return
-        log = self.run_dir / OUTPUT_LOG
-        if log.is_file():
-            try:
-                text = log.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return
-            if text.strip():
-                self._write_property("output", text)
 
     # ------------------------------------------------------------------ metrics
     def log_metrics(self, step: int | float | None, metrics: Mapping[str, Any] | None = None, *,
@@ -463,31 +248,13 @@ class RunRecorder:
                 self._write_metrics()
                 self._last_metrics_write = time.monotonic()
                 if step is not None and metric_value(step) is not None:
-                    self._write_property("global_step", property_text(int(step)))
+                    self.write_property("global_step", property_text(int(step)))
                 self._touch_end()
 
     def _metric_arrays(self) -> dict[str, list[float | None]]:
         count = len(self._rows)
         pad = max(self.planned_rows or 0, count) - count if self._state == "running" else 0
-        return self._rows.arrays(pad=pad, pad_x=self._planned_x(pad))
-
-    def _planned_x(self, count: int) -> list[int | None]:
-        """The x values of the `count` rows not recorded yet: evenly spaced global steps from the
-        last recorded one up to ``train.max_steps`` (null when that is unknown).
-
-        tfruns's chart (inst/views/components/metrics_charts.html, MetricsCharts) sets the x axis
-        maximum to the LAST ``epoch`` value and uses the ``epoch`` values as tick values, so a
-        null there would be handed to c3 as an axis bound and as ticks. keras never writes one
-        (without an ``epoch`` key tfruns uses 1..n, padding rows included), so neither do we:
-        the axis of a running or stopped run spans the planned steps, as keras's spans the
-        planned epochs. The metric values of those rows stay null."""
-        if count <= 0:
-            return []
-        last = next((s for s in reversed(self._rows.steps) if s is not None), 0) or 0
-        if not self._max_steps or self._max_steps <= last:
-            return [None] * count
-        span = self._max_steps - last
-        return [int(round(last + span * k / count)) for k in range(1, count + 1)]
+        return self._rows.arrays(pad=pad, pad_x=planned_steps(self._rows.steps, self._max_steps, pad))
 
     def _write_metrics(self) -> None:
         atomic_write_json(self.record_dir / "metrics.json", self._metric_arrays(), indent=None)
@@ -512,61 +279,9 @@ class RunRecorder:
         with self._lock:
             atomic_write_json(self.record_dir / "evaluation.json", evaluation)
             if metric_value(step) is not None:
-                self._write_property("global_step", property_text(int(metric_value(step))))
+                self.write_property("global_step", property_text(int(metric_value(step))))
             self._touch_end()
         return evaluation
-
-    # ------------------------------------------------------------------ artifacts
-    def add_artifact(self, src: str | os.PathLike, name: str | None = None) -> Path:
-        """Copies a file or folder into the run folder (replacing one of the same name).
-
-        Args:
-          src: the file or folder to copy (e.g. the export, ``output.log``).
-          name: its name in the run folder; default the source's name. May hold ``/``.
-
-        Returns:
-          The copy's path.
-
-        Raises:
-          FileNotFoundError: `src` does not exist.
-          ValueError: `name` leaves the run folder or is a reserved folder.
-        """
-        src = Path(src)
-        if not src.exists():
-            raise FileNotFoundError(f"add_artifact: {src} does not exist; pass an existing file or folder.")
-        rel = Path(name or src.name)
-        if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] in _RESERVED:
-            raise ValueError(f"add_artifact: name={str(rel)!r} is not allowed. Expected a relative path inside "
-                             f"the run folder, not starting with {', '.join(sorted(_RESERVED))}.")
-        dest = self.run_dir / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-            try:
-                shutil.copytree(src, tmp, dirs_exist_ok=True)
-                old = None
-                if dest.exists():
-                    old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
-                    os.replace(dest, old)
-                os.replace(tmp, dest)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-        else:
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-            os.close(fd)
-            try:
-                shutil.copyfile(src, tmp_name)
-                if dest.is_dir():
-                    shutil.rmtree(dest)
-                os.replace(tmp_name, dest)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp_name)
-                raise
-        return dest
 
     def write_plots(self) -> list[Path]:
         """Draws the metric curves (``loss`` with ``val_loss``, ...) as PNG files in plots/."""
@@ -599,13 +314,13 @@ class RunRecorder:
                 self._write_metrics()
                 # a finished run reads complete (rule 12): its rows are all it will have, also
                 # when it resumed from a checkpoint or stopped early
-                self._write_property("epochs", property_text(len(self._rows)))
+                self.write_property("epochs", property_text(len(self._rows)))
             if plots:
                 self._finish_plots()
-            self._write_output()
+            self.write_output()
             self._touch_end()
-            if not self._attached:  # tfruns writes TRUE itself once the rest of the R script has run
-                self._write_property("completed", "TRUE")
+            if not self.attached:  # tfruns writes TRUE itself once the rest of the R script has run
+                self.write_property("completed", "TRUE")
             self._state = "completed"
 
     def fail(self, exc: BaseException, *, plots: bool = True) -> None:
@@ -625,9 +340,9 @@ class RunRecorder:
                 self._write_metrics()
             if plots:
                 self._finish_plots()
-            self._write_output()
+            self.write_output()
             self._touch_end()
-            self._write_property("completed", "FALSE")
+            self.write_property("completed", "FALSE")
             self._state = "failed"
 
     def interrupt(self, reason: str, *, step: int | None = None, plots: bool = True) -> None:
@@ -643,16 +358,16 @@ class RunRecorder:
             if self._state != "running":
                 logger.warning("Run %s already ended (%s); interrupt() ignored.", self.name, self._state)
                 return
-            self._write_property("interrupted", reason)
+            self.write_property("interrupted", reason)
             if step is not None:
-                self._write_property("global_step", property_text(int(step)))
+                self.write_property("global_step", property_text(int(step)))
             if len(self._rows):  # the rows since the last throttled write
                 self._write_metrics()
             if plots:
                 self._finish_plots()
-            self._write_output()
+            self.write_output()
             self._touch_end()
-            self._write_property("completed", "FALSE")
+            self.write_property("completed", "FALSE")
             self._state = "interrupted"
 
     @property
@@ -672,9 +387,3 @@ class RunRecorder:
 
     def __repr__(self) -> str:
         return f"RunRecorder({str(self.run_dir)!r}, state={self._state!r})"
-
-
-def _script_name(script: str | os.PathLike | None) -> str:
-    """The ``script`` property: the config file's name (``config.yaml`` for a dict config)."""
-    name = Path(str(script)).name if script else ""
-    return name if name and name not in (".", "..") else "config.yaml"

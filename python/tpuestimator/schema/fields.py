@@ -24,12 +24,30 @@ def unknown_field(schema: Mapping, key: str, *, origin: str) -> ConfigError | No
                 return None
             names = sorted(properties)
             hint = difflib.get_close_matches(part, names, n=1)
+            if i == 0 and not hint:
+                hint = _dotted_hint(schema, key)
             where = f"in `{'.'.join(parts[:i])}`" if i else "at the top level"
             return ConfigError(key, None, f"{where}, one of {', '.join(names)}"
                                + (f" (did you mean `{hint[0]}`?)" if hint else "")
                                + f"; named by {origin} {key}=...", unknown=True)
         node = properties[part]
     return None
+
+
+def _dotted_hint(schema: Mapping, key: str) -> list[str]:
+    """A short name given without its section (``learnin_rate``): the dotted field whose last
+    part is closest (``params.learning_rate``), or nothing."""
+    by_leaf: dict[str, str] = {}
+
+    def walk(node: Mapping, prefix: str) -> None:
+        for name, child in (_object_properties(node) or {}).items():
+            by_leaf.setdefault(name, f"{prefix}{name}")
+            if isinstance(child, Mapping):
+                walk(child, f"{prefix}{name}.")
+
+    walk(schema, "")
+    close = difflib.get_close_matches(key.split(".")[-1], sorted(by_leaf), n=1)
+    return [by_leaf[close[0]]] if close and "." in by_leaf[close[0]] else []
 
 
 def _object_properties(node: Mapping) -> Mapping | None:

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tpuestimator.data.spec import TABLE_RAW
 from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.serving.exports import (
     EXAMPLES_SIGNATURE,
@@ -107,8 +106,9 @@ class ExportPredictor:
         """Outputs of the `image_bytes` signature on a batch of JPEG/PNG bytes."""
         return self.export.run(IMAGE_BYTES_SIGNATURE, encoded)
 
-    def resolved_data_section(self, pattern: str | list[str] | None = None, *, mode: str = "eval") -> dict:
-        """The training's data section (from the export's metadata), reading `pattern` in `mode`."""
+    def resolved_data_section(self, pattern: str | list[str] | None = None, *, mode: str = "eval"):
+        """The `DataSpec` of the training's data section (from the export's metadata), reading
+        `pattern` in `mode` (the train files only in train mode)."""
         from tpuestimator import data
 
         if not self.data_section:
@@ -116,13 +116,11 @@ class ExportPredictor:
                               "section says how to read records); re-export it with `tpuestimator export`")
         # what is read here goes to the export's signatures, which take the client layout and
         # apply `data.transpose_input` themselves
-        section = dict(self.data_section, transpose_input=False, **{TABLE_RAW: True})
-        key = "train" if mode == "train" else "eval"   # predict reads data.eval (data.spec.pattern_for)
-        if pattern is not None:
-            section[key] = pattern
-        if key != "train":
-            section.pop("train", None)
-        return data.resolve_section(section)
+        spec = data.resolve_section(self.data_section).replace(transpose_input=False, table_raw=True)
+        if mode == "train":
+            return spec.replace(train=pattern) if pattern is not None else spec
+        # predict reads data.eval (data.spec.pattern_for)
+        return spec.replace(train=None, eval=pattern if pattern is not None else spec.eval)
 
 
 def _single_string_input(export, name: str) -> bool:
@@ -191,8 +189,8 @@ def _record_batches(predictor: ExportPredictor, paths: list[str], batch_size: in
     from tpuestimator import data
 
     sizes = {path: _record_file_size(path) for path in paths}   # before any prediction
-    section = predictor.resolved_data_section(paths, mode="predict") if predictor.data_section else {}
-    buffer = int(section.get("read_buffer_mb") or 8) * 1024 * 1024
+    spec = predictor.resolved_data_section(paths, mode="predict") if predictor.data_section else None
+    buffer = int(spec.read_buffer_mb if spec is not None else 8) * 1024 * 1024
 
     def read(path):
         return tf.data.TFRecordDataset(path, buffer_size=buffer).enumerate().map(
@@ -204,14 +202,14 @@ def _record_batches(predictor: ExportPredictor, paths: list[str], batch_size: in
     else:
         from tpuestimator.data.decode import make_batch_decoder
 
-        decoder = make_batch_decoder(section, "predict")
+        decoder = make_batch_decoder(spec, "predict")
         ds = ds.map(lambda f, i, s, n: (f, i, decoder(s)[0], n), num_parallel_calls=tf.data.AUTOTUNE)
         run = predictor.run_features
     ds = ds.prefetch(2)
     names = {p.encode(): p for p in paths}
     read_bytes = dict.fromkeys(paths, 0)
     records = dict.fromkeys(paths, 0)
-    with data.translate_errors(section, "predict") if section else contextlib.nullcontext():
+    with data.translate_errors(spec, "predict") if spec is not None else contextlib.nullcontext():
         for sources, index, batch, lengths in ds:
             outputs = run(batch)
             source = np.array([names[s] for s in sources.numpy()], dtype=object)
@@ -266,9 +264,10 @@ def _image_batch(predictor: ExportPredictor, paths: Sequence[str]) -> Prediction
             raise bad from None
     else:
         from tpuestimator.data.decode import decode_image_files
+        from tpuestimator.data.spec import image_spec
 
-        image = (predictor.data_section or {}).get("image") or {}
-        if not image.get("height"):
+        image = image_spec(predictor.data_section)
+        if not image.height:
             raise ConfigError("FILE", paths[0], "TFRecord files: this export's model does not take images")
         outputs = predictor.run_features({"image": tf.constant(decode_image_files(list(paths), image))})
     return PredictionBatch(source=np.array(list(paths), dtype=object), index=np.zeros(len(paths), dtype=np.int64),
@@ -281,12 +280,12 @@ def iter_labelled_batches(predictor: ExportPredictor, pattern: str | list[str] |
     `data.eval`), through the export's features signature."""
     from tpuestimator import data
 
-    section = predictor.resolved_data_section(pattern, mode="eval")
-    if not section.get("eval"):
+    spec = predictor.resolved_data_section(pattern, mode="eval")
+    if not spec.eval:
         raise ConfigError("--data", None, "a TFRecord pattern to evaluate on (the export's data section names "
                           "no data.eval)")
-    ds = data.client_layout_input(section, section["eval"], mode="eval", batch_size=batch_size,
+    ds = data.client_layout_input(spec, spec.eval, mode="eval", batch_size=batch_size,
                                   num_classes=len(predictor.class_names) or None)()
-    with data.translate_errors(section, "eval"):
+    with data.translate_errors(spec, "eval"):
         for features, labels in ds:
             yield labels.numpy(), predictor.run_features(features)

@@ -32,7 +32,7 @@ EXPORT_META = "tpuestimator.json"
 
 
 
-def data_serving_inputs(data_section: Mapping[str, Any]) -> dict[str, ServingInput]:
+def data_serving_inputs(data_section: Any) -> dict[str, ServingInput]:
     """The signatures a job's export gets from its `data` section, applying exactly the eval
     input pipeline's decoding (data/decode.py): `serving_default` takes serialized `tf.Example`
     records as the training files hold them (input `examples`), `image_bytes` (image models only)
@@ -40,15 +40,16 @@ def data_serving_inputs(data_section: Mapping[str, Any]) -> dict[str, ServingInp
     import tensorflow as tf
 
     from tpuestimator.data import decode
+    from tpuestimator.data.spec import resolve_section
 
-    section = dict(data_section)
+    spec = resolve_section(data_section)
     out = {EXAMPLES_SIGNATURE: ServingInput(
         inputs={EXAMPLES_INPUT: tf.TensorSpec([None], tf.string)},
-        preprocess=lambda raw: decode.parse_serialized(section, raw[EXAMPLES_INPUT]))}
-    if decode.image_input(section) is not None:
+        preprocess=lambda raw: decode.parse_serialized(spec, raw[EXAMPLES_INPUT]))}
+    if decode.image_input(spec) is not None:
         out[IMAGE_BYTES_SIGNATURE] = ServingInput(
             inputs={IMAGE_BYTES_INPUT: tf.TensorSpec([None], tf.string)},
-            preprocess=lambda raw: decode.image_bytes_features(section, raw[IMAGE_BYTES_INPUT]))
+            preprocess=lambda raw: decode.image_bytes_features(spec, raw[IMAGE_BYTES_INPUT]))
     return out
 
 
@@ -67,15 +68,16 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
 def export_metadata(cfg, estimator) -> dict:
     """What `write_export_metadata` writes, for an export of `estimator` at its current step
     (exporters pass it as `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
-    meta = {"data": cfg.section("data"), "class_names": list(estimator.spec.class_names or []),
+    # the file holds the config's data section as written (a dict: serialization), read back by
+    # `ExportPredictor` and resolved there
+    meta = {"data": cfg.to_dict()["data"], "class_names": list(estimator.spec.class_names or []),
             "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
             "model": cfg.model, "global_step": estimator.global_step}
     from tpuestimator.data.spec import resolve_section
 
-    section = resolve_section(cfg.section("data"))
-    if section.get("feature_columns"):  # a table: what its raw values are (predict_table, evaluate)
-        meta["table"] = {"feature_columns": section["feature_columns"], "task": section.get("task"),
-                         "label": section.get("label")}
+    spec = resolve_section(cfg.data)
+    if spec.feature_columns:  # a table: what its raw values are (predict_table, evaluate)
+        meta["table"] = {"feature_columns": spec.feature_columns, "task": spec.task, "label": spec.label}
     return meta
 
 
@@ -257,13 +259,14 @@ def predict_inputs(inputs, meta: dict) -> dict:
     images = [f for f in files if f.lower().endswith((".jpg", ".jpeg", ".png"))]
     if images:
         from tpuestimator.data.decode import decode_image_files
+        from tpuestimator.data.spec import image_spec
 
-        return {"image": decode_image_files(images, (meta.get("data") or {}).get("image") or {})}
+        return {"image": decode_image_files(images, image_spec(meta.get("data")))}
     from tpuestimator import data
 
     read = data.client_layout_input(meta.get("data") or {}, files, mode="predict", batch_size=256)
     columns: dict[str, list] = {}
-    with data.translate_errors(read.data_section, "predict"):  # a bad file is named with its record
+    with data.translate_errors(read.data_spec, "predict"):  # a bad file is named with its record
         for element in read():
             features = element[0] if isinstance(element, tuple) else element
             for k, v in features.items():

@@ -120,8 +120,7 @@ def sample_records(data_section, n: int) -> list[bytes]:
 
     if n > MAX_REQUESTS:
         raise ConfigError("export.warmup", n, f"at most {MAX_REQUESTS} (TF Serving reads no more)")
-    section = resolve_section(data_section)
-    files = list_files(pattern_for(section, "predict"))
+    files = list_files(pattern_for(resolve_section(data_section), "predict"))
     records = [r.numpy() for r in tf.data.TFRecordDataset(files).take(n)]
     if len(records) < n:
         raise ConfigError("export.warmup", n, f"at most the {len(records)} records of {', '.join(files)}")
