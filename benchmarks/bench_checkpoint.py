@@ -133,7 +133,7 @@ def async_correctness(workload, pattern, batch, spl) -> dict:
 def main(argv=None) -> int:
     def extra(p):
         p.add_argument("--workloads", default="linear,cnn")
-        p.add_argument("--batch-size", type=int, default=128)
+        common.add_batch_size_arg(p)
 
     args = common.standard_args(__doc__.splitlines()[0], argv, extra, default_repeats=None)
     import tensorflow as tf

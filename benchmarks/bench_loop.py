@@ -221,7 +221,7 @@ def main(argv=None) -> int:
                        help="several precision/XLA variants in one process, e.g. 'float32,float32+jit,"
                             "mixed_bfloat16+jit' (overrides --precision/--jit-compile)")
         p.add_argument("--records", type=int, default=None, help="random records to generate (default 10000)")
-        p.add_argument("--batch-size", type=int, default=128)
+        common.add_batch_size_arg(p)
         p.add_argument("--name", default="loop", help="result file name (<out>/<name>.json)")
         p.add_argument("--steps-per-loop", type=int, default=None,
                        help="iterations_per_loop = steps_per_execution (default 100; smoke 10)")

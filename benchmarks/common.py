@@ -38,6 +38,16 @@ RESULTS_DIR = REPO / "benchmarks" / "results"
 IMAGE_SHAPE = (28, 28, 1)
 NUM_CLASSES = 10
 STEPS_PER_LOOP = 100  # iterations_per_loop == steps_per_execution
+BATCH_SIZE = 128
+# A smoke run only proves a script runs and writes its result format: small cnn batches cut
+# its compute by a third (tracing and XLA compilation, not the batch, dominate what is left).
+SMOKE_BATCH_SIZE = 16
+
+
+def add_batch_size_arg(parser: argparse.ArgumentParser) -> None:
+    """`--batch-size` with the default resolved by `standard_args`: BATCH_SIZE, or SMOKE_BATCH_SIZE with --smoke."""
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"training batch size (default {BATCH_SIZE}; smoke {SMOKE_BATCH_SIZE})")
 
 
 def setup_path() -> None:
@@ -61,6 +71,8 @@ def standard_args(description: str, argv: Sequence[str] | None = None,
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
+    if getattr(args, "batch_size", 0) is None:
+        args.batch_size = SMOKE_BATCH_SIZE if args.smoke else BATCH_SIZE
     if args.repeats is None and default_repeats is not None:
         args.repeats = 2 if args.smoke else default_repeats
     return args

@@ -36,7 +36,7 @@ timed() {
   "$@" || status=$?
   echo "== $name: $((SECONDS - start)) s"
 }
-timed pytest .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=15 "$@"
+timed pytest .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist loadgroup --durations=15 "$@"
 timed testthat Rscript -e 'res <- testthat::test_local(".", reporter = c("summary", "fail"), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), sum(df$failed) + sum(df$error), sum(df$skipped))); if (sum(df$failed) + sum(df$error) > 0 || (Sys.getenv("TPUESTIMATOR_FORCE_TESTS") == "1" && sum(df$skipped) > 0)) quit(status = 1)'
 timed "R CMD check" bash scripts/r_check.sh
 timed lint bash scripts/lint.sh

@@ -6,10 +6,11 @@
   nothing is skipped silently in CI. That covers a whole file skipped while it is collected
   (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
   reports it as a skipped collection, not as skipped tests, so it is failed there too.
-- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadfile`) each file's tests run
-  together on one worker, so module-scoped fixtures (a trained model, the main job) run
-  once; files with `slow` tests are handed out first, so the longest start at once on
-  separate workers instead of queueing at the end.
+- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the tests of a file
+  with a fixture that outlives one test (a trained model, the main job) run together on one
+  worker, so the fixture runs once; every other test is handed out on its own, so no worker
+  is left alone with a long file (the benchmark smoke runs) at the end. `slow` tests are
+  handed out first, in collection order (xdist would otherwise reorder groups by size).
 - Stress mode: ``TPUESTIMATOR_STRESS=N`` runs every test marked ``real_process`` (real
   clusters, killed processes, full disks, fresh processes: the tests whose outcome can
   depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``.
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -59,6 +61,37 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)   # stable: file order kept otherwise
+
+
+SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class|package|session)["']""")
+
+
+def shares_fixtures(test_file: Path) -> bool:
+    """The file defines a fixture that outlives one test: its tests must run on one worker."""
+    return test_file.suffix == ".py" and bool(SHARED_FIXTURE.search(test_file.read_text()))
+
+
+@pytest.hookimpl(optionalhook=True)   # a pytest-xdist hook: unknown without it
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`: xdist's own grouping (the `xdist_group` mark) rewrites node ids,
+    which pytest 9 no longer lets it do; this scheduler groups by file instead, for the files
+    that need it (module docstring)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # keep the collection order: slow tests first
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        grouped: dict[str, bool] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path not in self.grouped:
+                self.grouped[path] = shares_fixtures(config.rootpath / path)
+            return path if self.grouped[path] else nodeid
+
+    return FileGroupScheduling(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,6 +1,6 @@
 """The README's main command (`bash scripts/main.sh`), run as a new user would, and what it leaves.
 
-The job runs once (a module fixture; xdist's loadfile keeps a file on one worker); the tests read what it
+The job runs once (a module fixture: conftest.py keeps such a file on one xdist worker); the tests read what it
 left: eval accuracy, the export served in a fresh process, and a rerun that resumes.
 """
 from __future__ import annotations
