@@ -1,10 +1,18 @@
-"""The benchmark scripts still run: each in `--smoke` mode (tiny sizes), in a subprocess,
-producing a well-formed result file. Nothing here asserts on speed.
+"""The benchmark scripts still run: each in `--smoke` mode (tiny sizes), producing a
+well-formed result file. Nothing here asserts on speed.
 
 Every script benchmarks/README.md names is run here: the `common.py` ones (`SCRIPTS`), and
 bench_input.py (its Markdown report), bench_predict_memory.py (peak memory, one process per
-measure) and service_capacity.py (JSON on stdout), each with its own checks;
-`test_every_script_the_readme_names_is_smoke_run` keeps the list complete."""
+measure), service_capacity.py (JSON on stdout) and bench_tables_speed.py, each with its own
+checks; `test_every_script_the_readme_names_is_smoke_run` keeps the list complete.
+
+The Python scripts run one after another in ONE subprocess (`bench_smoke_runner.py`, each as
+`python SCRIPT ARGS` runs it): a fresh process per script cost ~9 CPU seconds of TensorFlow
+start-up each, measuring nothing, and was most of this file's cost. The fresh processes that
+are part of what a script measures stay: bench_startup.py times whole processes,
+bench_predict_memory.py reads each measure's peak RSS from its own process, bench_teardown.py's
+work-around patches TensorFlow process-wide; each script starts those itself. gpu/run_gpu.sh
+(a shell script starting its own Pythons) and run_all.py (no TensorFlow) run on their own."""
 from __future__ import annotations
 
 import json
@@ -12,12 +20,14 @@ import math
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
+RUNNER = Path(__file__).resolve().parent / "bench_smoke_runner.py"
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +45,17 @@ SCRIPTS = {
 }
 # Scripts that cannot run in the project's venv, and why.
 NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow 2.15 interpreter"}
-# The scripts with their own output, each smoke-run by its own test below.
+# The scripts with their own output and their own checks below.
 OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.py", "bench_tables_speed.py", "run_all.py",
                  "gpu/run_gpu.sh")
 
 
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(REPO / "python"), TF_CPP_MIN_LOG_LEVEL="2")
+
+
 def _run(args: list[str], tmp_path: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, f"{args} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     return proc
@@ -71,14 +84,71 @@ def _check_result(path: Path, name: str, keys: list[str]) -> dict:
     return data
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_benchmark_script_smoke(script, tmp_path):
-    name, keys = SCRIPTS[script]
+# ---------------------------------------------------------------------------- the smoke runs
+def _plan(out: Path) -> dict[str, list[str]]:
+    """script -> its arguments. One interleaved repeat: the scripts' statistics take n = 1, and
+    a repeat of a smoke run measures nothing."""
+    plan = {script: ["--smoke", "--repeats", "1", "--out", str(out)] for script in SCRIPTS}
+    plan.update({
+        "bench_predict_memory.py": ["--smoke", "--records", "400", "--no-in-memory", "--out", str(out)],
+        # the TF 2.15 side needs a TensorFlow 2.15 interpreter outside the project's venv: not run here
+        "bench_tables_speed.py": ["--smoke", "--repeats", "1", "--configs", "tpuestimator,keras", "--out", str(out)],
+        "bench_input.py": ["--smoke", "--out", str(out / "input_results.md")],
+        "service_capacity.py": ["--size", "16", "--records", "64", "--batch-size", "16", "--seconds", "0.2",
+                                "--rounds", "1"],
+    })
+    return plan
+
+
+def _check_script(script: str, out: Path, stdout: str, tmp_path: Path) -> None:
+    if script in SCRIPTS:
+        name, keys = SCRIPTS[script]
+        _check_named_result(name, _check_result(out / f"{name}.json", name, keys), out, tmp_path)
+    elif script == "bench_input.py":
+        _check_input_report(out / "input_results.md")
+    elif script == "bench_predict_memory.py":
+        _check_predict_memory(out)
+    elif script == "service_capacity.py":
+        _check_service_capacity(stdout)
+    elif script == "bench_tables_speed.py":
+        _check_tables_speed(out)
+    else:
+        raise AssertionError(f"{script}: no checks")
+
+
+def test_benchmark_scripts_smoke(tmp_path):
+    """Every Python benchmark script runs to the end in `--smoke` mode and writes what it should;
+    a failure names each script that broke, with its traceback."""
     out = tmp_path / "results"
-    # One interleaved repeat: the scripts' statistics take n = 1, and each repeat of a smoke run
-    # costs seconds of TensorFlow start-up per child process, measuring nothing.
-    _run([str(BENCH / script), "--smoke", "--repeats", "1", "--out", str(out)], tmp_path)
-    data = _check_result(out / f"{name}.json", name, keys)
+    plan = _plan(out)
+    logs = tmp_path / "stdout"
+    logs.mkdir()
+    plan_path, status_path = tmp_path / "plan.json", tmp_path / "status.json"
+    plan_path.write_text(json.dumps([{"script": str(BENCH / s), "args": a, "stdout": str(logs / f"{s}.txt")}
+                                     for s, a in plan.items()]))
+    # one process for all (module docstring); the limit is the sum of the per-script limits it replaces
+    proc = subprocess.run([sys.executable, str(RUNNER), str(plan_path), str(status_path)], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=1800)
+    status = json.loads(status_path.read_text()) if status_path.exists() else {}
+    failures = []
+    for script in plan:
+        ran = status.get(script)
+        if ran is None:
+            failures.append(f"{script}: did not run (the runner ended before it, exit {proc.returncode}):\n"
+                            f"{proc.stderr[-3000:]}")
+        elif not ran["ok"]:
+            failures.append(f"{script} failed:\n{ran['error'][-3000:]}")
+        else:
+            try:
+                _check_script(script, out, (logs / f"{script}.txt").read_text(), tmp_path)
+            except AssertionError:
+                failures.append(f"{script}: its output is wrong:\n{traceback.format_exc()[-3000:]}")
+    assert proc.returncode == 0 or failures, f"the runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    assert not failures, "\n\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- per-script checks
+def _check_named_result(name: str, data: dict, out: Path, tmp_path: Path) -> None:
     if name == "loop":
         linear = data["results"]["linear"]
         assert {"bare", "keras", "estimator"} <= set(linear["configs"])
@@ -95,7 +165,7 @@ def test_benchmark_script_smoke(script, tmp_path):
         assert {"sentinel/bare", "default_hooks/sentinel"} <= set(data["ratios"])
         assert data["results"]["direct"]["bare_loop_ms"] > 0
     if name == "checkpoint":
-        for workload in keys:  # async_checkpoint: true saves, keeps max_to_keep, restores the save-time weights
+        for workload in ("linear", "cnn"):  # async_checkpoint: true saves, keeps max_to_keep, restores the save-time weights
             assert data["results"][workload]["async_checkpoint"]["works"] is True
     if name == "tables_input":
         assert set(data["results"]["configs"]) == {"bare", "tpuestimator"}
@@ -127,12 +197,12 @@ def test_every_script_the_readme_names_is_smoke_run():
     # every runnable script on disk (helper modules have no `__main__`)
     on_disk = {p.name for p in BENCH.glob("*.py") if "__main__" in p.read_text()} - set(NOT_RUN_HERE)
     assert on_disk <= set(SCRIPTS) | set(OTHER_SCRIPTS), on_disk - set(SCRIPTS) - set(OTHER_SCRIPTS)
+    # and the one-process smoke run runs each of them (run_all.py and gpu/run_gpu.sh have their own runs)
+    assert set(_plan(Path("out"))) == set(SCRIPTS) | set(OTHER_SCRIPTS) - {"run_all.py", "gpu/run_gpu.sh"}
 
 
-def test_bench_input_smoke_writes_its_report(tmp_path):
-    out = tmp_path / "input_results.md"
-    _run([str(BENCH / "bench_input.py"), "--smoke", "--out", str(out)], tmp_path)
-    text = out.read_text()
+def _check_input_report(path: Path) -> None:
+    text = path.read_text()
     for heading in ("# Input pipeline benchmarks", "## A. Fixed-size seed-002 records", "## B. JPEG",
                     "### Where the time goes", "## C. Faster options", "## Notes"):
         assert heading in text, heading
@@ -144,10 +214,8 @@ def test_bench_input_smoke_writes_its_report(tmp_path):
         assert float(rate) > 0, row
 
 
-def test_bench_predict_memory_smoke_measures_each_process(tmp_path):
-    out = tmp_path / "results"
-    _run([str(BENCH / "bench_predict_memory.py"), "--smoke", "--records", "400", "--no-in-memory", "--out", str(out)],
-         tmp_path)
+def _check_predict_memory(out: Path) -> None:
+    """Each measure ran in its own process (the script starts them) and reported its peak."""
     data = json.loads((out / "predict_memory.json").read_text())
     assert data["benchmark"] == "predict_memory" and data["smoke"] is True
     assert set(data["results"]) == {"floor", "stream_csv_40", "stream_csv_400", "stream_parquet_400"}
@@ -160,22 +228,18 @@ def test_bench_predict_memory_smoke_measures_each_process(tmp_path):
     assert isinstance(target["met"], bool)
 
 
-def test_service_capacity_smoke_reads_through_a_local_service(tmp_path):
-    proc = _run([str(BENCH / "service_capacity.py"), "--size", "16", "--records", "64", "--batch-size", "16",
-                 "--seconds", "0.2", "--rounds", "1"], tmp_path)
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+def _check_service_capacity(stdout: str) -> None:
+    """It read through a local tf.data service (JSON on stdout)."""
+    data = json.loads(stdout[stdout.index("{"):])
     assert data["size"] == 16 and data["batch_size"] == 16
     for key in ("local_records_per_s", "service_records_per_s", "local_records_per_cpu_s",
                 "service_records_per_cpu_s"):
         assert data[key] > 0, key
     assert len(data["rounds"]["local"]) == len(data["rounds"]["service"]) == 1
 
-def test_tables_speed_smoke(tmp_path):
-    """bench_tables_speed.py runs the Estimator and Keras sides through the turnstile (the TF 2.15
-    side needs a TensorFlow 2.15 interpreter outside the project's venv: not run here)."""
-    out = tmp_path / "results"
-    _run([str(BENCH / "bench_tables_speed.py"), "--smoke", "--repeats", "1", "--configs", "tpuestimator,keras",
-          "--out", str(out)], tmp_path)
+
+def _check_tables_speed(out: Path) -> None:
+    """The Estimator and Keras sides took turns through the turnstile."""
     data = _check_result(out / "tables_speed.json", "tables_speed", ["configs", "workload"])
     assert data["results"]["workload"]["features"] == 20
     assert data["ratios"]["tpuestimator/keras"]["target"] == 1.0
