@@ -2,7 +2,8 @@
 """Input pipeline benchmarks: tpuestimator's pipeline against the raw read rate and the seeds' pipelines.
 
 Run: `PYTHONPATH=python .venv/bin/python benchmarks/bench_input.py [--repeats 7] [--seconds 0.5]`
-(`--smoke --out FILE`: tiny data sets, one short round; checks the script runs, measures nothing).
+(`--smoke --out FILE`: tiny data sets, one short round after one warm-up batch; checks the script
+runs, measures nothing).
 Results are written to benchmarks/input_results.md (and printed). Each variant is measured
 for `--seconds` on a fresh iterator after a warm-up, in interleaved rounds (A B C A B C ...),
 and reported as the median rate with the min-max spread, the median of per-round ratios, and
@@ -225,12 +226,12 @@ def measure(ds: tf.data.Dataset, batch: int, seconds: float, warmup: int = 5) ->
 class Group:
     """Interleaved rounds over variants: wall[key] and cpu[key] hold one rate per round."""
 
-    def __init__(self, variants: dict, batch: int, repeats: int, seconds: float):
+    def __init__(self, variants: dict, batch: int, repeats: int, seconds: float, warmup: int = 5):
         self.wall = {k: [] for k in variants}
         self.cpu = {k: [] for k in variants}
         for r in range(repeats):
             for key, ds in variants.items():
-                w, c = measure(ds, batch, seconds)
+                w, c = measure(ds, batch, seconds, warmup)
                 self.wall[key].append(w)
                 self.cpu[key].append(c)
             print(f"  round {r + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in self.wall.items()),
@@ -261,10 +262,12 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--seconds", type=float, default=0.5)
     p.add_argument("--out", default=OUT_MD)
-    p.add_argument("--smoke", action="store_true", help="tiny data sets, one short round: checks the script runs")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny data sets, one short round after one warm-up batch: checks the script runs")
     args = p.parse_args(argv)
-    if args.smoke:
-        args.repeats, args.seconds = 1, min(args.seconds, 0.05)
+    warmup = 5  # batches per fresh iterator before its clock starts
+    if args.smoke:  # 1280x960 JPEGs: each warm-up batch of 32 cost ~1 CPU second, measuring nothing
+        args.repeats, args.seconds, warmup = 1, min(args.seconds, 0.05), 1
     # records per data set: MNIST, photos, large photos, the small set (the smoke run: tiny)
     sizes = dict(mnist=256, photos=64, big=8, small=32) if args.smoke else dict(mnist=20000, photos=2000, big=400,
                                                                                small=256)
@@ -277,7 +280,7 @@ def main(argv=None) -> int:
     mnist_sec = {"format": "mnist", "train": mnist, "image": {"height": 28, "width": 28, "channels": 1}}
     a = Group({"raw": raw(mnist, 128), "raw_parallel": raw(mnist, 128, parallel=True), "ours": ours(mnist_sec, 128),
                "ours_eval": ours_eval(mnist_sec, 128), "parse_only": parse_only(mnist, 128),
-               "seed002": seed002(mnist, 128)}, 128, args.repeats, args.seconds)
+               "seed002": seed002(mnist, 128)}, 128, args.repeats, args.seconds, warmup)
     lines += [f"## A. Fixed-size seed-002 records (MNIST 28x28 uint8, {sizes['mnist']:,} records in 4 files, batch 128)", "",
               *[t.format("vs raw read") for t in TABLE],
               a.row("raw TFRecordDataset read, sequential (bytes only)", "raw", "raw", "the ceiling"),
@@ -299,7 +302,7 @@ def main(argv=None) -> int:
           "augment": aug, "deterministic": False}
     variants = {"ours": ours(fl, 32), "seed000": seed000(photos, 32)}
     variants.update({s: stage(photos, 32, s) for s in ("read", "parse", "decode", "resize")})
-    b = Group(variants, 32, args.repeats, args.seconds)
+    b = Group(variants, 32, args.repeats, args.seconds, warmup)
     lines += ["## B. JPEG with the seed's augmentations at 224x224 (synthetic 320x240 photos, batch 32)", "",
               *[t.format("vs seed 000") for t in TABLE],
               b.row("seed 000: read_and_preprocess per record (parallel map)", "seed000", "seed000"),
@@ -324,7 +327,7 @@ def main(argv=None) -> int:
                "big_ratio4": ours({**big_sec, "image": {**big_sec["image"], "decode_ratio": 4}}, 32),
                "seed_big": seed000(big, 32),
                "small": ours(small_sec, 32),
-               "small_cached": ours({**small_sec, "cache_decoded": True}, 32)}, 32, args.repeats, args.seconds)
+               "small_cached": ours({**small_sec, "cache_decoded": True}, 32)}, 32, args.repeats, args.seconds, warmup)
     lines += ["## C. Faster options (measured)", "",
               *[t.format("ratio") for t in TABLE],
               c.row("1280x960 photos: seed 000", "seed_big", "seed_big"),
