@@ -9,7 +9,8 @@ recorded, and the next one still runs.
 PLAN.json: a list of {"script": path, "args": [...], "stdout": path (the script's printed
 output goes there)}. STATUS.json, rewritten after every script (a run cut short keeps what
 finished): {script file name: {"ok": bool, "seconds": float, "cpu_seconds": float (this process
-and the children it waited for), "error": traceback or ""}}.
+and the children it waited for), "error": traceback or ""}}; a script under way is
+{"running": true} (if the process dies, the script that killed it is the one left so).
 """
 from __future__ import annotations
 
@@ -56,17 +57,23 @@ def main(plan_path: str, status_path: str) -> int:
     for step in plan:
         name = os.path.basename(step["script"])
         print(f"== {name} {' '.join(step['args'])}", file=sys.stderr, flush=True)
+        status[name] = {"running": True}
+        write_status(status, status_path)
         t0, cpu0 = time.perf_counter(), cpu_seconds()
         ok, error = run_script(step["script"], step["args"], step["stdout"])
         status[name] = {"ok": ok, "seconds": time.perf_counter() - t0, "cpu_seconds": cpu_seconds() - cpu0,
                         "error": error}
         print(f"== {name}: {'ok' if ok else 'FAILED'} in {status[name]['seconds']:.1f} s "
               f"({status[name]['cpu_seconds']:.1f} CPU s)", file=sys.stderr, flush=True)
-        tmp = status_path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(status, fh, indent=1)
-        os.replace(tmp, status_path)
+        write_status(status, status_path)
     return 0
+
+
+def write_status(status: dict, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(status, fh, indent=1)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
