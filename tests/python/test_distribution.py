@@ -160,7 +160,7 @@ def test_r_tarball_install_tpuestimator_then_tpu_train(tmp_path):
     installed = _run(["Rscript", "-e", "library(tpuestimatorr); install_tpuestimator(extra = 'cpu')"],
                      cwd=src, env=env)
     assert "Installed tpuestimator into r-tpuestimator" in installed.stderr, installed.stderr[-2000:]
-    assert next(venv.glob("lib/python3*/site-packages/tpuestimator/__init__.py")), "nothing installed into the venv"
+    assert list(venv.glob("lib/python3*/site-packages/tpuestimator/__init__.py")), "it installed nothing into the venv"
 
     # A new R session finds that virtualenv on its own and trains the bundled example.
     script = r"""
