@@ -5,8 +5,9 @@
   the `cpu` extra it runs the main job on the bundled digits example from the wheel's own
   package data (schema, example config and TFRecords).
 - R: `R CMD build` makes the tarball, `R CMD INSTALL` installs it into a new library, then
-  `install_tpuestimator()` creates the virtualenv from the checkout's sources and, in a new R
-  process as its message asks, `tpu_train()` trains the bundled example.
+  `install_tpuestimator()` installs the checkout's sources into the `r-tpuestimator` virtualenv
+  (made by the test: its `reticulate::virtualenv_create()` branch is not run here) and, in a new
+  R process as its message asks, `tpu_train()` trains the bundled example.
 
 TensorFlow is not installed a second time (that took about 30 CPU-s and 35 s per test): the new
 virtualenvs see the running venv's third-party packages through a .pth file (`_share_packages`),
