@@ -218,6 +218,8 @@ PRIVATE_ATTRIBUTE_EXCEPTIONS = {
     ("tpuestimator.core.workarounds", "_create_device_dataset"),
     # a ps/worker task's exit: a tf.distribute.Server cannot be stopped (cluster.tasks.serve)
     ("tpuestimator.commands.train", "_exit"),
+    # `data serve` leaving when its servers' stop hangs (commands.data.stop_service)
+    ("tpuestimator.commands.data", "_exit"),
 }
 
 

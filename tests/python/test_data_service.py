@@ -173,3 +173,33 @@ def test_job_names_shared_by_the_processes_of_one_training_only():
     assert name(0) != name(0, seed=6)  # a resumed run (seed + start step) starts a new job
     assert name() != name()  # one process: a fresh job per run, never another run's
     assert name(0, service_job="shared") == name(service_job="shared") == "shared"
+
+
+def test_a_stop_that_hangs_still_ends_the_serve_process():
+    """`data serve` must end on Ctrl-C even when the servers' stop never returns (it waits
+    `SERVE_STOP_SECONDS`, then leaves without them); a stop that returns is reported as usual."""
+    script = """if True:
+        import sys, threading
+        from tpuestimator.commands.data import stop_service
+
+        class Service:
+            def __init__(self, hang):
+                self.hang, self.stopped = hang, False
+            def stop(self):
+                if self.hang:
+                    threading.Event().wait()  # never returns
+                self.stopped = True
+
+        quick = Service(hang=False)
+        assert stop_service(quick, timeout=30) == 0 and quick.stopped
+        print("quick stop returned", flush=True)
+        stop_service(Service(hang=True), timeout=1)
+        print("not reached", flush=True)
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "tf.data service stopped", "quick stop returned",
+        "tf.data service stopped without waiting: its servers did not finish stopping within 1 s "
+        "(readers may still be connected)"], proc.stdout

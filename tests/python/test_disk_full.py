@@ -88,25 +88,26 @@ def _leftovers(root: Path) -> list[str]:
 @needs_tmpfs
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env, asynchronous):
-    """3 MB hold ckpt-50, ckpt-100 (about 1 MB each, Adam's slots included) and the best export of
-    step 100; the checkpoint of step 150 does not fit. An asynchronous save reports it one save later."""
+    """3 MB hold ckpt-10, ckpt-20 (about 1 MB each, Adam's slots included) and the best export of
+    step 20; the checkpoint of step 30 does not fit. An asynchronous save reports it one save later.
+    (Ten steps a save, not 50: the sizes do not depend on the steps, the CPU time does.)"""
     config = _digits(tmp_path)
     cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
-        ["--set train.max_steps=200", "--set train.iterations_per_loop=50", "--set train.save_checkpoints_steps=50",
-         "--set eval.every_n_steps=100", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
+        ["--set train.max_steps=40", "--set train.iterations_per_loop=10", "--set train.save_checkpoints_steps=10",
+         "--set eval.every_n_steps=20", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
     # then more space (the tmpfs remounted at 30 MB) and the same command: it resumes and finishes
     rerun = "" if asynchronous else f"; cp -a tiny before; mount -o remount,size=30m tiny && {cli} > rerun.log 2>&1; " \
                                     "echo $? > rerun.rc; (exit $rc)"
     proc = _on_tiny_disk(tmp_path, python_env, f"{cli}; rc=$?{rerun}" if rerun else cli)
     if not asynchronous:
         assert (tmp_path / "rerun.rc").read_text().strip() == "0", (tmp_path / "rerun.log").read_text()[-3000:]
-        assert "restored tiny/m/ckpt-100 at global step 100" in (tmp_path / "rerun.log").read_text()
-        assert tf.train.latest_checkpoint(str(tmp_path / "after" / "m")).endswith("ckpt-200")
+        assert "restored tiny/m/ckpt-20 at global step 20" in (tmp_path / "rerun.log").read_text()
+        assert tf.train.latest_checkpoint(str(tmp_path / "after" / "m")).endswith("ckpt-40")
         shutil.rmtree(tmp_path / "after")
         (tmp_path / "before").rename(tmp_path / "after")
     line = one_clear_error(proc, 3, "No space left on the disk holding tiny/m while writing the checkpoint of "
-                           "step 150", "KiB free there", "Its partial files were removed",
-                           "the last complete checkpoint, tiny/m/ckpt-100, is intact", "run the same command again")
+                           "step 30", "KiB free there", "Its partial files were removed",
+                           "the last complete checkpoint, tiny/m/ckpt-20, is intact", "run the same command again")
     model_dir = tmp_path / "after" / "m"
     assert _leftovers(model_dir) == []
     latest = tf.train.latest_checkpoint(str(model_dir))
@@ -124,16 +125,16 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
 def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, python_env):
     config = _digits(tmp_path)
     cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
-           "--set train.max_steps=100 --set train.iterations_per_loop=50 --set train.save_checkpoints_steps=50 "
-           "--set eval.every_n_steps=100")
+           "--set train.max_steps=20 --set train.iterations_per_loop=10 --set train.save_checkpoints_steps=10 "
+           "--set eval.every_n_steps=20")
     # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
     proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
-    one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 100",
-                    "checkpoints in m", "the final export in m/export/final/100", "completed=FALSE",
+    one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 20",
+                    "checkpoints in m", "the final export in m/export/final/20", "completed=FALSE",
                     "no need to train again")
-    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-100")
-    assert (tmp_path / "m" / "export" / "final" / "100" / "saved_model.pb").exists()
-    assert (tmp_path / "m" / "export" / "final" / "100" / "assets.extra" / "tpuestimator.json").exists()
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-20")
+    assert (tmp_path / "m" / "export" / "final" / "20" / "saved_model.pb").exists()
+    assert (tmp_path / "m" / "export" / "final" / "20" / "assets.extra" / "tpuestimator.json").exists()
     assert _leftovers(tmp_path / "after") == [] and _leftovers(tmp_path / "m") == []
     run = next((tmp_path / "after" / "runs").iterdir())
     assert (run / "tfruns.d" / "properties" / "completed").read_text().strip() == "FALSE"
@@ -157,11 +158,11 @@ def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
 def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, python_env):
     config = _digits(tmp_path)
     cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir m "
-           "--set export.dir=tiny/exp --set train.max_steps=50 --set train.iterations_per_loop=50 "
-           "--set train.save_checkpoints_steps=50 --set eval.every_n_steps=50")
+           "--set export.dir=tiny/exp --set train.max_steps=10 --set train.iterations_per_loop=10 "
+           "--set train.save_checkpoints_steps=10 --set eval.every_n_steps=10")
     # ~200 KB left: the SavedModel (about 430 KB) does not fit
     proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
     one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
                     "export", "The partial export was removed; the checkpoints in m are unaffected")
     assert [p.name for p in (tmp_path / "after" / "exp" / "best").iterdir()] == []
-    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-50")
+    assert tf.train.latest_checkpoint(str(tmp_path / "m")).endswith("ckpt-10")

@@ -5,10 +5,14 @@
   the `cpu` extra it runs the main job on the bundled digits example from the wheel's own
   package data (schema, example config and TFRecords).
 - R: `R CMD build` makes the tarball, `R CMD INSTALL` installs it into a new library, then
-  `install_tpuestimator()` creates the virtualenv from the checkout's sources and, in a new R
-  process as its message asks, `tpu_train()` trains the bundled example.
+  `install_tpuestimator()` installs the checkout's sources into the `r-tpuestimator` virtualenv
+  (made by the test: its `reticulate::virtualenv_create()` branch is not run here) and, in a new
+  R process as its message asks, `tpu_train()` trains the bundled example.
 
-Both download TensorFlow's CPU wheel from the package index (about 35 s each here).
+TensorFlow is not installed a second time (that took about 30 CPU-s and 35 s per test): the new
+virtualenvs see the running venv's third-party packages through a .pth file (`_share_packages`),
+never its tpuestimator, so pip finds the `cpu` extra already satisfied, and what is imported as
+tpuestimator is only what the wheel (or the R path's build of the checkout) installed there.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -61,6 +66,35 @@ def _base_python() -> str:
     return getattr(sys, "_base_executable", None) or shutil.which("python3")
 
 
+# Left out of the shared view: tpuestimator itself (the copy under test must be the only one), the
+# .pth files (an editable install of the checkout is one) and the build tools: pip's isolated
+# build of the checkout (the R path) would find this venv's older setuptools before its own.
+NOT_SHARED = ("tpuestimator", "__editable__", "setuptools", "pkg_resources", "_distutils_hack", "distutils")
+
+
+def _share_packages(venv: Path) -> None:
+    """Lets `venv` import the running venv's third-party packages (TensorFlow and its
+    dependencies), as a venv made with --system-site-packages sees the system's: a folder of links
+    to them (beside `venv`), less NOT_SHARED, named by a .pth file. Packages installed in `venv` come
+    first."""
+    shared = venv.parent / f"{venv.name}-shared-packages"
+    shared.mkdir()
+    for site_dir in dict.fromkeys(Path(sysconfig.get_path(kind)) for kind in ("purelib", "platlib")):
+        for entry in site_dir.iterdir():
+            if not entry.name.startswith(NOT_SHARED) and entry.suffix != ".pth" and entry.name != "__pycache__":
+                if not (shared / entry.name).exists():
+                    (shared / entry.name).symlink_to(entry)
+    purelib = next(venv.glob("lib/python3*/site-packages"))
+    (purelib / "shared_packages.pth").write_text(f"{shared}\n")
+
+
+def _pip(venv: Path, *args, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """pip (this venv's) installing into `venv`, made without pip (ensurepip cost about 7 CPU-s);
+    no byte-compiling: the few modules a run imports are compiled when imported."""
+    return _run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-compile",
+                 *args], cwd=cwd, env=env)
+
+
 def test_built_wheel_in_a_fresh_virtualenv_runs_the_main_job(tmp_path):
     dist = tmp_path / "dist"
     # As users build it: an isolated build environment with the setuptools pyproject.toml asks for.
@@ -76,10 +110,10 @@ def test_built_wheel_in_a_fresh_virtualenv_runs_the_main_job(tmp_path):
     assert not [n for n in names if n.startswith(("tests/", "R/", "benchmarks/"))], "the wheel ships only the package"
 
     venv = tmp_path / "venv"
-    _run([_base_python(), "-m", "venv", venv], cwd=tmp_path, env=_clean_env())
+    _run([_base_python(), "-m", "venv", "--without-pip", venv], cwd=tmp_path, env=_clean_env())
     py, cli = venv / "bin" / "python", venv / "bin" / "tpuestimator"
     env = _clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{_clean_env()['PATH']}")
-    _run([py, "-m", "pip", "install", "-q", wheel], cwd=tmp_path, env=env)
+    _pip(venv, wheel, cwd=tmp_path, env=env)   # with the dependencies it declares, from the index
 
     # No TensorFlow yet: the bare install works up to the first TensorFlow use, then names the extra.
     _run([cli, "example", "digits", "--out", "digits"], cwd=tmp_path, env=env)
@@ -89,12 +123,15 @@ def test_built_wheel_in_a_fresh_virtualenv_runs_the_main_job(tmp_path):
     assert "TensorFlow is not installed" in bare.stderr and "tpuestimator[cpu]" in bare.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "models").exists(), "the refusal wrote something"
 
-    _run([py, "-m", "pip", "install", "-q", f"{wheel}[cpu]"], cwd=tmp_path, env=env)
+    # The cpu extra: pip resolves it against the shared TensorFlow (installing only what is missing).
+    _share_packages(venv)
+    _pip(venv, f"{wheel}[cpu]", cwd=tmp_path, env=env)
     where = _run([py, "-c", "import tpuestimator; print(tpuestimator.__file__)"], cwd=tmp_path, env=env).stdout
-    assert where.strip().startswith(str(venv)), f"tpuestimator imported from {where}, not from the wheel"
+    assert where.strip().startswith(str(venv / "lib")), f"tpuestimator imported from {where}, not from the wheel"
 
     # The main job (train, evaluate, export, record), shortened: the full one runs in test_main_command.
-    out = _run([cli, "train", "digits/digits.yaml", "--set", "train.max_steps=300"], cwd=tmp_path, env=env).stdout
+    # 100 steps reach about 0.94 (chance is 0.1): the wheel's TFRecords are the real data.
+    out = _run([cli, "train", "digits/digits.yaml", "--set", "train.max_steps=100"], cwd=tmp_path, env=env).stdout
     accuracy = float(next(line.split()[1] for line in out.splitlines() if line.strip().startswith("accuracy")))
     assert accuracy >= 0.8, out
     export = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("export:"))
@@ -108,23 +145,28 @@ def test_built_wheel_in_a_fresh_virtualenv_runs_the_main_job(tmp_path):
 def test_r_tarball_install_tpuestimator_then_tpu_train(tmp_path):
     src = _copy_checkout(tmp_path / "src")      # as scripts/r_check.sh builds: no .venv in the tarball
     env = _clean_env(WORKON_HOME=str(tmp_path / "virtualenvs"), R_LIBS=str(tmp_path / "rlib"))
+    venv = tmp_path / "virtualenvs" / "r-tpuestimator"
     _run(["R", "CMD", "build", "--no-build-vignettes", src], cwd=tmp_path, env=env)
     tarball = next(tmp_path.glob("tpuestimatorr_*.tar.gz"))
     (tmp_path / "rlib").mkdir()
     _run(["R", "CMD", "INSTALL", "--no-test-load", "-l", tmp_path / "rlib", tarball], cwd=tmp_path, env=env)
 
+    # The virtualenv is made here, seeing TensorFlow through _share_packages; install_tpuestimator()
+    # finds it and installs into it (reticulate::virtualenv_create, which it calls for a new one,
+    # is left out: with pip, numpy and a second TensorFlow it cost about 50 CPU-s).
+    _run([_base_python(), "-m", "venv", "--without-pip", venv], cwd=tmp_path, env=env)
+    _share_packages(venv)
     # install_tpuestimator() finds the Python sources in the working folder (a checkout), as a
     # user who cloned the repository and built the R package would run it.
     installed = _run(["Rscript", "-e", "library(tpuestimatorr); install_tpuestimator(extra = 'cpu')"],
                      cwd=src, env=env)
     assert "Installed tpuestimator into r-tpuestimator" in installed.stderr, installed.stderr[-2000:]
-    venv_python = tmp_path / "virtualenvs" / "r-tpuestimator" / "bin" / "python"
-    assert venv_python.exists()
+    assert list(venv.glob("lib/python3*/site-packages/tpuestimator/__init__.py")), "it installed nothing into the venv"
 
     # A new R session finds that virtualenv on its own and trains the bundled example.
     script = r"""
 library(tpuestimatorr)
-run <- tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 200L, verbose = FALSE)
+run <- tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 50L, verbose = FALSE)
 cat("PYTHON=", reticulate::py_config()$python, "\n", sep = "")
 cat("MODULE=", reticulate::import("tpuestimator")$`__file__`, "\n", sep = "")
 cat("STEP=", run$global_step, "\n", sep = "")
@@ -134,7 +176,7 @@ cat("RUN=", run$run_dir, "\n", sep = "")
     work.mkdir()
     out = _run(["Rscript", "-e", script], cwd=work, env=env, timeout=900).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    assert values["PYTHON"].startswith(str(tmp_path / "virtualenvs" / "r-tpuestimator")), out
-    assert values["MODULE"].startswith(str(tmp_path / "virtualenvs" / "r-tpuestimator")), out
-    assert int(float(values["STEP"])) == 200
+    assert values["PYTHON"].startswith(str(venv)), out
+    assert values["MODULE"].startswith(str(venv / "lib")), out
+    assert int(float(values["STEP"])) == 50
     assert (Path(values["RUN"]) / "tfruns.d" / "evaluation.json").is_file()

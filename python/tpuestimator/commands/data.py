@@ -212,25 +212,62 @@ def _bench(args) -> int:
 
 def _serve(args) -> int:
     import signal
-    import threading
+    import time
 
     from tpuestimator.data.service import start_local_service
 
+    stop_requested = []
+    # Ctrl-C and SIGTERM (a Kubernetes pod stopping, a parent process) both stop cleanly, from
+    # before the servers start: handled by flag, a Ctrl-C while they start or just after (a
+    # reader that sends it as soon as the address is logged) no longer leaves as "interrupted"
+    # (exit 130) with the servers never stopped.
+    # (A flag, not a threading.Event: a handler setting an Event can deadlock on the lock its
+    # own thread holds inside Event.wait.)
+    signal.signal(signal.SIGINT, lambda *_: stop_requested.append(True))
+    signal.signal(signal.SIGTERM, lambda *_: stop_requested.append(True))
     service = start_local_service(dispatcher_port=args.dispatcher, workers=args.workers, host=args.host,
                                   advertise=args.advertise, join=args.join, worker_ports=args.worker_port)
-    stop = threading.Event()
-    # SIGTERM (a Kubernetes pod stopping, a parent process) stops as cleanly as Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     role = f"{len(service.workers)} worker(s) joined {service.address}" if args.join else \
         f"tf.data service at {service.address} with {len(service.workers)} worker(s)"
     print(f"{role}: {', '.join(service.worker_addresses) or 'no workers'}", flush=True)
     if not args.join:
         print(f"  train with: --set data.service={service.address}   (Ctrl-C stops)", flush=True)
+    while not stop_requested:
+        time.sleep(0.2)  # a signal interrupts the sleep and runs its handler
+    return stop_service(service)
+
+
+# How long a stop may take before the process leaves anyway: a stop must always end the process
+# (a Kubernetes pod's grace period, a CI job), whatever the servers' threads are waiting for.
+SERVE_STOP_SECONDS = 30
+
+
+def stop_service(service, timeout: float = SERVE_STOP_SECONDS) -> int:
+    """Stops the servers (`service.stop()`) in a helper thread and waits at most `timeout`
+    seconds (a second Ctrl-C ends the wait); returns 0 once stopped. A stop that did not finish
+    by then ends the process (exit status 0) without waiting for its threads."""
+    import os
+    import signal
+    import threading
+
+    stopped = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        # a second Ctrl-C while stopping ends the wait (leaves without the servers)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def stop_servers():
+        service.stop()
+        stopped.set()
+
+    threading.Thread(target=stop_servers, name="tf.data service stop", daemon=True).start()
     try:
-        while not stop.wait(0.5):
-            pass
+        finished = stopped.wait(timeout)
     except KeyboardInterrupt:
-        pass
-    service.stop()
-    print("tf.data service stopped", flush=True)
-    return 0
+        finished = stopped.is_set()
+    if finished:
+        print("tf.data service stopped", flush=True)
+        return 0
+    print(f"tf.data service stopped without waiting: its servers did not finish stopping within "
+          f"{timeout:g} s (readers may still be connected)", flush=True)
+    sys.stderr.flush()
+    os._exit(0)  # the servers' threads are stuck in TensorFlow: no interpreter shutdown to wait for
