@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tpuestimator.cli import main
-from tpuestimator.errors import DataError
+from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.tables import predict_table, predict_table_to_file, train_table
 from tpuestimator.tables.predict import iter_table_chunks
 
@@ -88,3 +88,10 @@ def test_the_cli_predicts_a_table_file(models, tmp_path, capsys):
     assert main(["predict", str(export_dir), str(source), "--limit", "2"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and '"index": 1' in lines[1] and '"prob_setosa"' in lines[0]
+
+
+def test_chunk_rows_below_one_is_refused_not_replaced_by_the_default(models):
+    export_dir, frame = models["cars"]
+    for bad in (0, -5):
+        with pytest.raises(ConfigError, match="chunk_rows"):
+            predict_table(export_dir, frame, chunk_rows=bad)

@@ -102,8 +102,8 @@ def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int 
     from tpuestimator.tables.predict import CHUNK_ROWS, iter_table_predictions
 
     out: dict[str, list] = {}
-    for columns in iter_table_predictions(export_dir, frame, chunk_rows=chunk_rows or CHUNK_ROWS,
-                                          batch_size=batch_size):
+    chunk_rows = CHUNK_ROWS if chunk_rows is None else chunk_rows  # 0 is refused, not the default
+    for columns in iter_table_predictions(export_dir, frame, chunk_rows=chunk_rows, batch_size=batch_size):
         for key, values in columns.items():
             out.setdefault(key, []).append(values)
     return {k: np.concatenate(v) for k, v in out.items()}
