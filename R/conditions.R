@@ -152,21 +152,31 @@ python_condition <- function(e) {
   )
 }
 
-# Wraps an R function that Python will call, so an R error inside it is remembered and
-# re-signalled in R with its own message once the Python call unwinds.
+# Wraps an R function that Python will call (through the bridge's `r_callback`), so an R error
+# inside it is remembered and re-signalled in R with its own message once the Python call
+# unwinds. A Ctrl-C that lands while the R function runs is signalled by R right there, inside
+# Python's call: it returns `r_interrupt_marker`, which `r_callback` raises as Python's
+# KeyboardInterrupt, so the job stops and records the run "interrupted" as it does when the
+# Ctrl-C lands in Python code (before, the run was recorded "failed").
 wrap_r_callback <- function(f, what) {
   force(f)
   force(what)
   function(...) {
-    withCallingHandlers(
-      f(...),
-      error = function(e) {
-        if (is.null(.globals$callback_error)) {
-          # A Python error raised by Python code the R function called keeps its mapping.
-          cond <- if (inherits(e, "Rcpp::exception")) python_condition(e) %||% e else e
-          .globals$callback_error <- list(condition = cond, what = what)
+    tryCatch(
+      withCallingHandlers(
+        f(...),
+        error = function(e) {
+          if (is.null(.globals$callback_error)) {
+            # A Python error raised by Python code the R function called keeps its mapping.
+            cond <- if (inherits(e, "Rcpp::exception")) python_condition(e) %||% e else e
+            .globals$callback_error <- list(condition = cond, what = what)
+          }
         }
-      }
+      ),
+      interrupt = function(e) r_interrupt_marker
     )
   }
 }
+
+# What an interrupted R callback returns; the bridge's R_INTERRUPT_MARKER is the same text.
+r_interrupt_marker <- "tpuestimatorr: R interrupt (Ctrl-C)"

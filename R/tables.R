@@ -69,10 +69,10 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
     args$missing <- if (one_policy) missing else r_to_py_json(as.list(missing))
   }
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
-  args$progress <- reticulate::r_to_py(
+  args$progress <- py_bridge()$r_callback(reticulate::r_to_py(
     wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
     convert = TRUE
-  )
+  ))
   result <- with_python(do.call(py_bridge()$train_table, args))
   run <- tpu_run_from_result(result)
   if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)

@@ -63,9 +63,9 @@ tpu_tuning_run <- function(cfg, flags, sample = NULL, runs_dir = NULL,
   # tuning_run/tuning_index properties written atomically, failed combinations skipped).
   args <- c(list(src$py_source, r_to_json(lapply(flags, function(v) if (is.list(v)) v else as.list(v))),
                  overrides = as.list(src$overrides), sample = sample, runs_dir = runs_dir, export = export,
-                 on_run = reticulate::r_to_py(wrap_r_callback(function(i, n, label) {
+                 on_run = py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(function(i, n, label) {
                    if (verbose) message(sprintf("tuning run %d/%d: %s", as.integer(i), as.integer(n), label))
-                 }, "tuning progress"), convert = TRUE)),
+                 }, "tuning progress"), convert = TRUE))),
             job_callbacks(model_fn, as_hook_list(hooks), progress, verbose))
   trained <- as.character(reticulate::py_to_r(with_python(do.call(py_bridge()$tuning_run, args))))
   trained <- normalizePath(trained, winslash = "/")

@@ -77,3 +77,33 @@ test_that("tpu_evaluate() refused by a training's lock names the training's pid,
   expect_identical(err$owner$pid, Sys.getpid())
   expect_match(conditionMessage(err), paste("is being trained by pid", Sys.getpid()), fixed = TRUE)
 })
+
+test_that("a Ctrl-C that lands while an R callback runs records the run interrupted, not failed", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  child <- file.path(dir, "child.R")
+  # The hook sends this R process SIGINT and sleeps: R signals the interrupt inside the hook,
+  # i.e. while Python is calling R (the moment the Ctrl-C test above hits only by chance).
+  writeLines(c(
+    "library(tpuestimatorr)",
+    sprintf("cfg <- '%s'", fixture_path("parity", "parity.yaml")),
+    "hook <- function(event, info) if (event == 'after_loop' && info$step >= 10) {",
+    "  tools::pskill(Sys.getpid(), tools::SIGINT); Sys.sleep(5); cat('not interrupted\\n')",
+    "}",
+    "res <- tryCatch(",
+    "  tpu_train(cfg, train.max_steps = 1000L, train.iterations_per_loop = 5L, hooks = hook,",
+    "            model_dir = 'm', runs_dir = 'runs', verbose = FALSE),",
+    "  interrupt = function(e) 'interrupt', error = function(e) conditionMessage(e))",
+    "writeLines(format(res)[1], 'outcome')"
+  ), child)
+  env <- c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)))
+  status <- system2(file.path(R.home("bin"), "Rscript"), child, env = env, stdout = "child.log", stderr = "child.log")
+  log <- paste(readLines("child.log"), collapse = "\n")
+  expect_identical(status, 0L, info = log)
+  expect_identical(readLines("outcome"), "interrupt", info = log)
+  runs <- tpu_ls_runs("runs")
+  expect_identical(runs$status, "interrupted", info = log)
+  expect_match(runs$interrupted, "KeyboardInterrupt", info = log)
+  expect_false(file.exists(file.path("m", "tpuestimator.lock")))
+})

@@ -107,14 +107,23 @@ def r_values(value: Any) -> Any:
     return value
 
 
+# What an R callback (R/conditions.R, wrap_r_callback) returns when a Ctrl-C landed while it ran;
+# the same text as R's r_interrupt_marker.
+R_INTERRUPT_MARKER = "tpuestimatorr: R interrupt (Ctrl-C)"
+
+
 def r_callback(fn):
     """A Python callable calling the R function `fn` (wrapped by reticulate) with `r_values`
-    of its arguments: progress callbacks, hooks and model functions get big ints right."""
+    of its arguments: progress callbacks, hooks and model functions get big ints right. An R
+    interrupt inside `fn` (its `R_INTERRUPT_MARKER` result) is raised as KeyboardInterrupt."""
     import functools
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        return fn(*(r_values(a) for a in args), **{k: r_values(v) for k, v in kwargs.items()})
+        result = fn(*(r_values(a) for a in args), **{k: r_values(v) for k, v in kwargs.items()})
+        if isinstance(result, str) and result == R_INTERRUPT_MARKER:
+            raise KeyboardInterrupt("Ctrl-C in R (while an R callback ran)")
+        return result
 
     return call
 
