@@ -154,17 +154,18 @@ python_condition <- function(e) {
 
 # Wraps an R function that Python will call (through the bridge's `r_callback`), so an R error
 # inside it is remembered and re-signalled in R with its own message once the Python call
-# unwinds. A Ctrl-C that lands while the R function runs is signalled by R right there, inside
-# Python's call: it returns `r_interrupt_marker`, which `r_callback` raises as Python's
-# KeyboardInterrupt, so the job stops and records the run "interrupted" as it does when the
-# Ctrl-C lands in Python code (before, the run was recorded "failed").
+# unwinds. The bridge runs jobs with R's interrupts suspended (its interrupts.py: R taking a
+# Ctrl-C inside reticulate's own call machinery broke the unwind); they are allowed again here,
+# inside the tryCatch, so a long R callback stays interruptible: the Ctrl-C returns
+# `r_interrupt_marker`, which `r_callback` raises as Python's KeyboardInterrupt, and the job
+# records the run "interrupted" as when the Ctrl-C lands in Python code.
 wrap_r_callback <- function(f, what) {
   force(f)
   force(what)
   function(...) {
     tryCatch(
       withCallingHandlers(
-        f(...),
+        allowInterrupts(f(...)),
         error = function(e) {
           if (is.null(.globals$callback_error)) {
             # A Python error raised by Python code the R function called keeps its mapping.

@@ -225,7 +225,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
 
   args$run_dir <- tfruns_active_run_dir()  # NULL (left out) outside tfruns::training_run()
 
-  result <- with_python(do.call(py_core()$run_job, args))
+  result <- with_python(do.call(py_bridge()$run_job, args))
   run <- tpu_run_from_result(result)
   tfruns_dir <- args$run_dir
   if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)  # defined in tfruns.R

@@ -126,3 +126,103 @@ def test_write_example_writes_a_loadable_config(tmp_path):
 
     path = bridge.write_example("digits", str(tmp_path / "digits"))
     assert tpuestimator.load_config(path).raw["name"] == "digits"
+
+
+# ---- Ctrl-C under reticulate (interrupts.py) ---------------------------------------------------
+
+# Run in a fresh Python: libR loaded (RTLD_GLOBAL, as R's own executable has it; R itself is not
+# started: the two flags are plain ints) and reticulate's real rpytools.signals handler installed
+# with a stand-in for its R callback that answers from R's flags as R's py_interrupts_pending does.
+RETICULATE_SIGNALS_CASE = r"""
+import ctypes, os, signal, sys
+r_home = sys.argv[1]
+ctypes.CDLL(os.path.join(r_home, "lib", "libR.so"), mode=os.RTLD_GLOBAL)
+sys.path.insert(0, os.path.join(sys.argv[2], "python"))  # reticulate's rpytools
+sys.path.insert(0, sys.argv[3])  # the bridge
+import rpytools.signals
+from tpuestimatorr_bridge import interrupts
+
+flags = interrupts.r_interrupt_flags()
+asked = []
+
+def py_interrupts_pending(reset):  # what reticulate's R callback does (R code, in R)
+    asked.append(reset)
+    if flags.suspended:
+        return False
+    if reset:
+        flags.pending = False
+        return False
+    return flags.pending
+
+rpytools.signals.initialize(py_interrupts_pending)
+out = {}
+with interrupts.r_interrupts_held():
+    out["suspended_inside"] = flags.suspended
+    # R did not take the Ctrl-C (pending): Python raises it and clears R's flag, asking no R code
+    flags.pending = True
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+        out["raised_when_pending"] = False
+    except KeyboardInterrupt:
+        out["raised_when_pending"] = True
+    out["pending_after"] = flags.pending
+    # R took it (inside an R callback, which raises it there): Python lets it go
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+    out["r_asked_inside"] = list(asked)
+out["suspended_after"] = flags.suspended
+out["callback_restored"] = rpytools.signals._callback is py_interrupts_pending
+# R code that suspended interrupts itself keeps them suspended: the bridge leaves all as it is
+flags.suspended = True
+with interrupts.r_interrupts_held():
+    out["left_alone"] = rpytools.signals._callback is py_interrupts_pending
+flags.suspended = False
+print(out)
+"""
+
+
+def _r_home_and_reticulate() -> tuple[str, str]:
+    """R's home and the installed reticulate's folder, asked of R itself ("" where missing)."""
+    import shutil
+    import subprocess
+
+    rscript = shutil.which("Rscript")
+    if rscript is None:
+        return "", ""
+    out = subprocess.run([rscript, "-e", 'cat(R.home(), system.file(package = "reticulate"), sep = "\\n")'],
+                         capture_output=True, text=True, check=True, timeout=120).stdout.splitlines()
+    return out[0], (out[1] if len(out) > 1 else "")
+
+
+def test_r_interrupts_held_takes_ctrl_c_from_r_flags_without_running_r_code():
+    import ast
+    import subprocess
+
+    r_home, reticulate = _r_home_and_reticulate()
+    if not r_home or not (Path(r_home) / "lib" / "libR.so").is_file():
+        pytest.skip("R with a shared libR.so is not installed (scripts/setup_system.sh r)")
+    if not reticulate:
+        pytest.skip("R's reticulate is not installed (scripts/setup_system.sh r)")
+    bridge_dir = Path(__file__).resolve().parents[2] / "inst" / "python"
+    proc = subprocess.run([sys.executable, "-c", RETICULATE_SIGNALS_CASE, r_home, reticulate, str(bridge_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert out == {"suspended_inside": True, "raised_when_pending": True, "pending_after": False,
+                   "r_asked_inside": [], "suspended_after": False, "callback_restored": True,
+                   "left_alone": True}
+
+
+def test_r_interrupts_held_outside_r_changes_nothing():
+    import signal
+
+    from tpuestimatorr_bridge import interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    assert interrupts.r_interrupt_flags() is None  # no libR in this process
+    with interrupts.r_interrupts_held():
+        assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signal.SIGINT) is before

@@ -102,8 +102,61 @@ test_that("a Ctrl-C that lands while an R callback runs records the run interrup
   log <- paste(readLines("child.log"), collapse = "\n")
   expect_identical(status, 0L, info = log)
   expect_identical(readLines("outcome"), "interrupt", info = log)
+  # R's interrupts are held while Python runs and allowed again inside the callback: the sleep
+  # was cut short, not waited out.
+  expect_false(grepl("not interrupted", log, fixed = TRUE), info = log)
   runs <- tpu_ls_runs("runs")
   expect_identical(runs$status, "interrupted", info = log)
   expect_match(runs$interrupted, "KeyboardInterrupt", info = log)
   expect_false(file.exists(file.path("m", "tpuestimator.lock")))
+})
+
+test_that("a Ctrl-C that R code outside the package's callbacks would take still ends the run interrupted", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  dir <- local_work_dir()
+  child <- file.path(dir, "child.R")
+  # A Python hook calls a plain R function (no wrapper of ours, like the R code reticulate itself
+  # runs around every callback) that sends its R process SIGINT and keeps evaluating R. Before
+  # the bridge held R's interrupts, R took the Ctrl-C inside reticulate's call machinery and
+  # Python got "RuntimeError: (Unknown exception occurred)": the run was recorded "failed" (or,
+  # at other moments, never ended at all).
+  writeLines(c(
+    "library(tpuestimatorr)",
+    sprintf("cfg <- '%s'", fixture_path("parity", "parity.yaml")),
+    "signal_and_compute <- function() {",
+    "  tools::pskill(Sys.getpid(), tools::SIGINT)",
+    "  for (i in seq_len(200000L)) i",
+    "  writeLines('computed', 'computed')",
+    "}",
+    "reticulate::py_run_string(paste(",
+    "  'from tpuestimator.hooks import Hook',",
+    "  'class CallsR(Hook):',",
+    "  '    def __init__(self, f):',",
+    "  '        self.f = f',",
+    "  '    def after_loop(self, step, logs):',",
+    "  '        if step >= 10:',",
+    "  '            self.f()', sep = '\\n'))",
+    "hook <- reticulate::py_eval('CallsR')(signal_and_compute)",
+    "res <- tryCatch(",
+    "  tpu_train(cfg, train.max_steps = 1000L, train.iterations_per_loop = 5L, hooks = hook,",
+    "            model_dir = 'm', runs_dir = 'runs', verbose = FALSE),",
+    "  interrupt = function(e) 'interrupt', error = function(e) conditionMessage(e))",
+    "writeLines(format(res)[1], 'outcome')",
+    "handler <- reticulate::py_eval(\"__import__('rpytools.signals').signals._callback.__name__\")",
+    "writeLines(c(.Internal(interruptsSuspended()), handler), 'after')"
+  ), child)
+  env <- c(paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep)))
+  status <- system2(file.path(R.home("bin"), "Rscript"), child, env = env, stdout = "child.log", stderr = "child.log")
+  log <- paste(readLines("child.log"), collapse = "\n")
+  expect_identical(status, 0L, info = log)
+  expect_true(file.exists("computed"), info = log)  # R did not take the Ctrl-C there
+  expect_identical(readLines("outcome"), "interrupt", info = log)
+  runs <- tpu_ls_runs("runs")
+  expect_identical(runs$status, "interrupted", info = log)
+  expect_match(runs$interrupted, "KeyboardInterrupt", info = log)
+  expect_false(file.exists(file.path("m", "tpuestimator.lock")))
+  # Back in R after the job: R's interrupts are not left suspended and reticulate's handler
+  # asks R again (its own callback, not the bridge's stand-in).
+  expect_identical(readLines("after"), c("FALSE", "python_function"), info = log)
 })

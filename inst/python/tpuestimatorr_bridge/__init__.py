@@ -1,9 +1,10 @@
 """Python side of the tpuestimatorr R package.
 
 The R package reaches the tpuestimator core through reticulate. It calls the core's public
-API (`tpuestimator.run_job`, `tpuestimator.load_config`, `tpuestimator.__version__`)
-directly and everything else through this module, so a change of the core's internals is
-adapted here, in one place. The module is shipped in the R package (`inst/python`, installed
+API (`tpuestimator.load_config`, `tpuestimator.__version__`) directly and everything else
+through this module, so a change of the core's internals is adapted here, in one place. The
+functions that run jobs hold R's interrupts while they run (`interrupts.py`), so a Ctrl-C is
+one KeyboardInterrupt in Python and R's interrupt condition back in R. The module is shipped in the R package (`inst/python`, installed
 as `system.file("python", package = "tpuestimatorr")`) and imported lazily, the first time
 an R function needs it; it does not import TensorFlow itself.
 
@@ -17,6 +18,8 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from .interrupts import r_interruptible
 
 __all__ = [
     "array_from_r",
@@ -40,6 +43,7 @@ __all__ = [
     "r_callback",
     "r_values",
     "run_cluster",
+    "run_job",
     "run_report",
     "start_tensorboard",
     "strings_to_numpy",
@@ -191,6 +195,14 @@ def job_result_dict(result: Any) -> dict:
     return dict(vars(result))
 
 
+@r_interruptible
+def run_job(config: Any, overrides: Sequence[str] = (), **kwargs: Any) -> Any:
+    """`tpu_train()`: `tpuestimator.run_job` with R's interrupts held (`interrupts.py`)."""
+    from tpuestimator import run_job as _run_job
+
+    return _run_job(config, overrides=overrides, **kwargs)
+
+
 def callable_hook(fn, name: str):
     """A hook calling `fn(event, info)` at every event (an R function wrapped by reticulate)."""
     from tpuestimator.core.hooks import CallableHook
@@ -198,6 +210,7 @@ def callable_hook(fn, name: str):
     return CallableHook(fn, name=name)
 
 
+@r_interruptible
 def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     """Metrics of the latest checkpoint in `model_dir` (a run or model folder)."""
     from tpuestimator.jobs.job import evaluate_job as _evaluate_job
@@ -205,6 +218,7 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     return _evaluate_job(model_dir, data_pattern=data_pattern)
 
 
+@r_interruptible
 def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
                     record: bool = True) -> dict:
     """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
@@ -213,6 +227,7 @@ def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: 
     return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
 
 
+@r_interruptible
 def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
     """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
     from tpuestimator.jobs.export_jobs import predict_columns
@@ -220,6 +235,7 @@ def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024)
     return predict_columns(export_dir, list(files), batch_size=int(batch_size))
 
 
+@r_interruptible
 def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
     """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
     from tpuestimator.jobs.export_jobs import predict_to_file as _predict_to_file
@@ -227,6 +243,7 @@ def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size:
     return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
 
 
+@r_interruptible
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
     from tpuestimator.jobs.job import export_job as _export_job
@@ -234,6 +251,7 @@ def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> 
     return _export_job(model_dir, export_dir, format=format)
 
 
+@r_interruptible
 def export_model(model_dir: str, export_dir: str, format: str = "saved_model", quantize: str | None = None,
                  warmup: int | None = None, representative_batches: int | None = None) -> dict:
     """Exports the latest checkpoint in `model_dir`: `path`, `saved_model`, `tflite` (the .tflite's
@@ -247,6 +265,7 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
     return dataclasses.asdict(result)
 
 
+@r_interruptible
 def predict(export_dir: str, features: Any) -> list[dict]:
     """Per-example predictions of the SavedModel in `export_dir`."""
     from tpuestimator.jobs.job import predict as _predict
@@ -254,6 +273,7 @@ def predict(export_dir: str, features: Any) -> list[dict]:
     return _predict(export_dir, features)
 
 
+@r_interruptible
 def check_config(config: Any) -> Any:
     """TPU-readiness report of a config (a `JobConfig`, a dict or a file path)."""
     from tpuestimator.jobs.check import check_config as _check_config
@@ -266,6 +286,7 @@ def check_report_dict(report: Any) -> dict:
     return report.to_dict() if hasattr(report, "to_dict") else {"text": str(report)}
 
 
+@r_interruptible
 def write_tfrecords(source: Any, out_dir: str, **kwargs: Any) -> dict:
     """TFRecord shards plus a manifest from R data; returns the manifest."""
     from tpuestimator.data import write_tfrecords as _write_tfrecords
@@ -273,6 +294,7 @@ def write_tfrecords(source: Any, out_dir: str, **kwargs: Any) -> dict:
     return _write_tfrecords(source, out_dir, **kwargs)
 
 
+@r_interruptible
 def write_example(name: str, out_dir: str) -> str:
     """Writes a bundled example (config + data); returns the config file's path."""
     from tpuestimator.examples import write_example as _write_example
@@ -287,6 +309,7 @@ def quiet_tensorflow(quiet: bool = True) -> None:
     _quiet_tensorflow(bool(quiet))
 
 
+@r_interruptible
 def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps: int = 0, evaluator: bool = False,
                 restarts: int = 0, model_dir: str | None = None, runs_dir: str | None = None, export: bool = True,
                 resume: bool = False, verbose: bool = True) -> dict:
@@ -316,6 +339,7 @@ def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_
     return _flag_overrides(cfg, json.loads(flags_json))
 
 
+@r_interruptible
 def tuning_run(config: Any, flags_json: str, *, overrides: Sequence[str] = (), sample: float | None = None,
                runs_dir: str | None = None, on_run: Any = None, **job_kwargs: Any) -> list[str]:
     """`tpu_tuning_run()`: `tpuestimator.jobs.tune.tuning_run`; returns the run folders trained.
@@ -372,6 +396,7 @@ def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = Non
     return frame
 
 
+@r_interruptible
 def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
                 split: float = 0.2, feature_columns: Mapping[str, Any] | None = None,
                 missing: Any = None, overrides: Sequence[str] = (), flags_json: str | None = None,
@@ -393,6 +418,7 @@ def table_export(export_dir: str) -> dict | None:
     return open_export(export_dir).meta.get("table")
 
 
+@r_interruptible
 def predict_table(export_dir: str, frame: Any) -> dict:
     """Predictions for a data frame from a table model's export, as {column: list}."""
     from tpuestimator.tables import predict_table as _predict_table
