@@ -8,8 +8,9 @@ as a flaky Ctrl-C test (a run recorded "failed" or never ended):
 
 - the Python handler's call into R runs R code with the interrupt pending, so R may take the
   interrupt inside reticulate's call machinery: Python then gets ``RuntimeError: (Unknown
-  exception occurred)`` instead of KeyboardInterrupt, or a C++ exception unwinds straight
-  through the Python frames back to R, skipping every ``finally`` (the run record never ends);
+  exception occurred)`` instead of KeyboardInterrupt, or (read from reticulate's code, the
+  one run that never ended) a C++ exception unwinds straight through the Python frames back
+  to R, skipping every ``finally``;
 - a Ctrl-C that lands while R code reticulate runs around an R callback (argument and result
   conversions, its ``tryCatch`` wrappers) does the same.
 
