@@ -78,7 +78,10 @@ def shuffled_batches(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
                                                         maxval=tf.constant(2**62, tf.int64), seed=0, seed2=0), index])
         else:
             key = _seed(seed, _WINDOWS_STREAM, epoch, index)
-        return tf.random.experimental.stateless_shuffle(block, seed=key)
+        # The permutation of the positions, then one gather: the same order as shuffling the
+        # records themselves (the permutation depends on the length and the seed only), for
+        # about half the CPU on serialized records (benchmarks/README.md, Tables).
+        return tf.gather(block, tf.random.experimental.stateless_shuffle(tf.range(tf.shape(block)[0]), seed=key))
 
     def windows(epoch):
         blocks = read_epoch(epoch).rebatch(window, drop_remainder=False).enumerate()
@@ -100,7 +103,7 @@ def shuffled_batches(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
     if skip_batches:  # records of the landing window that were trained on
         first = first.enumerate().map(lambda i, block: block[tf.where(i == 0, dropped, 0):])
     rest = tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(windows)
-    return first.concatenate(rest).rebatch(batch_size, drop_remainder=True)
+    return endless(first.concatenate(rest).rebatch(batch_size, drop_remainder=True))
 
 
 def shuffled_records(cached: tf.data.Dataset, *, buffer: int, seed: int, skip_records: int = 0) -> tf.data.Dataset:
@@ -119,5 +122,13 @@ def shuffled_records(cached: tf.data.Dataset, *, buffer: int, seed: int, skip_re
                                           dtype=tf.int64)  # one number from the (seed, epoch) pair
         return cached.shuffle(buffer, seed=key, reshuffle_each_iteration=False)
 
-    return epoch(first_epoch).skip(offset).concatenate(
-        tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(epoch))
+    return endless(epoch(first_epoch).skip(offset).concatenate(
+        tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(epoch)))
+
+
+def endless(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """`ds` (a stream of _INFINITE epochs) declared endless: `flat_map` leaves its cardinality
+    unknown, and the train loop then reads each step through an optional and a `cond` (an input
+    that may end), about 90 graph nodes per step more than the plain `next` an endless input
+    gets (`core.loops.make_train_loop`)."""
+    return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
