@@ -76,6 +76,15 @@ class TablePreprocessor:
                     if c.type in ("numeric", "bucketized"):
                         dummy = tf.constant([0.0])
                     layer(dummy)
+            # The normalized numeric columns are normalized together, as one [b, k] block: the
+            # same float32 arithmetic per value as each column's own layer, in 2 ops instead of 2k.
+            self.normalized = [name for name, c in self.columns.items() if c.type == "numeric" and c.normalized]
+            self.block = None
+            if len(self.normalized) > 1:
+                self.block = keras.layers.Normalization(
+                    axis=-1, mean=[self.columns[n].mean for n in self.normalized],
+                    variance=[self.columns[n].variance for n in self.normalized])
+                self.block(tf.zeros([1, len(self.normalized)]))
         self.module = tf.Module(name="table_preprocessing")
         self.module.layers = {k: v for k, v in layers.items() if v is not None}
         self.layers = layers
@@ -89,10 +98,13 @@ class TablePreprocessor:
         import tensorflow as tf
 
         out: dict[str, Any] = {}
+        if self.block is not None:
+            values = [tf.cast(_flat(raw[name]), tf.float32) for name in self.normalized]
+            out.update(zip(self.normalized, tf.unstack(self.block(tf.stack(values, axis=1)), axis=1)))
         for name, c in self.columns.items():
-            if not c.stored:
+            if not c.stored or name in out:
                 continue
-            value = tf.reshape(raw[name], [-1])
+            value = _flat(raw[name])
             kind = c.type
             if kind == "numeric":
                 value = tf.cast(value, tf.float32)
@@ -109,10 +121,18 @@ class TablePreprocessor:
             if c.type == "crossed":
                 parts = tuple(tf.cast(out[p], tf.int64) for p in c.columns)
                 out[name] = tf.cast(self.layers[name](parts), tf.int32)
-        return {input_name(name): value for name, value in out.items()}
+        return {input_name(name): out[name] for name in self.columns if name in out}  # in the columns' order
 
     def cardinalities(self) -> dict[str, int]:
         return {k: c.cardinality for k, c in self.columns.items() if c.type != "numeric"}
+
+
+def _flat(value):
+    """`value` as a [b] vector (no op when it is one already)."""
+    import tensorflow as tf
+
+    value = tf.convert_to_tensor(value)
+    return value if value.shape.rank == 1 else tf.reshape(value, [-1])
 
 
 @functools.lru_cache(maxsize=16)
