@@ -4,9 +4,10 @@ The R package reaches the tpuestimator core through reticulate. It calls the cor
 API (`tpuestimator.load_config`, `tpuestimator.__version__`) directly and everything else
 through this module, so a change of the core's internals is adapted here, in one place. The
 functions that run jobs hold R's interrupts while they run (`interrupts.py`), so a Ctrl-C is
-one KeyboardInterrupt in Python and R's interrupt condition back in R. The module is shipped in the R package (`inst/python`, installed
-as `system.file("python", package = "tpuestimatorr")`) and imported lazily, the first time
-an R function needs it; it does not import TensorFlow itself.
+one KeyboardInterrupt in Python and R's interrupt condition back in R. The module is shipped
+in the R package (`inst/python`, installed as `system.file("python", package =
+"tpuestimatorr")`) and imported lazily, the first time an R function needs it; it does not
+import TensorFlow itself.
 
 It also holds the conversions reticulate 1.28 cannot do: numpy >= 2 arrays (R sends the raw
 bytes of its column-major vector) and values R reads back through strict JSON.
