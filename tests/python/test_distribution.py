@@ -114,6 +114,9 @@ def test_built_wheel_in_a_fresh_virtualenv_runs_the_main_job(tmp_path):
     py, cli = venv / "bin" / "python", venv / "bin" / "tpuestimator"
     env = _clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{_clean_env()['PATH']}")
     _pip(venv, wheel, cwd=tmp_path, env=env)   # with the dependencies it declares, from the index
+    # Tables (data frames, `tpuestimator data write table.csv`) need pandas: a declared dependency,
+    # not only a test extra (a default install crashed reading a CSV table).
+    _run([py, "-c", "import pandas"], cwd=tmp_path, env=env)
 
     # No TensorFlow yet: the bare install works up to the first TensorFlow use, then names the extra.
     _run([cli, "example", "digits", "--out", "digits"], cwd=tmp_path, env=env)
