@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pytest
 import tensorflow as tf
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -45,3 +47,53 @@ def test_the_training_stream_is_endless_so_the_train_loop_reads_without_a_cond()
         ds = make_input_fn({**MNIST, **extra}, "train")({"batch_size": 4, "seed": 0})
         assert int(ds.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
     assert int(make_input_fn(MNIST, "eval")({"batch_size": 4}).cardinality()) != int(tf.data.INFINITE_CARDINALITY)
+
+
+def _batches_decoded_one_by_one(section: dict, batch_size: int, skip_batches: int, n: int) -> list:
+    """The training stream as the pipeline defines it (data.epochs: each epoch's files in its
+    order, read a chunk per file in turn, permuted windows, cut into batches), each batch of
+    serialized records parsed and preprocessed on its own: the pipeline before it decoded
+    whole windows."""
+    from tpuestimator.data import epochs, pipeline, resolve_section
+
+    spec = resolve_section(section)
+    files = pipeline.list_files(spec.train)
+
+    def read_epoch(epoch):
+        return epochs.epoch_files(files, 0, epoch).interleave(
+            lambda f: tf.data.TFRecordDataset(f).batch(pipeline._CHUNK), cycle_length=min(8, len(files)),
+            block_length=1)
+
+    records = epochs.shuffled_batches(read_epoch, window=epochs.window_size(spec.shuffle_buffer, batch_size),
+                                      batch_size=batch_size, seed=0, skip_batches=skip_batches)
+    decoder = pipeline.make_batch_decoder(spec, "train")
+    return list(records.map(decoder).take(n).as_numpy_iterator())
+
+
+@pytest.mark.parametrize("kind", ["table", "mnist"])
+def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(tmp_path, kind):
+    """The pipeline parses (and preprocesses) a whole shuffle window at a time, then cuts it
+    into batches: the same records, bitwise the same values, in the same batches, from the
+    start and resumed mid-window, across epoch ends (a batch of 7 never divides the epoch; a
+    window of 21 records leaves a partial one at each epoch's end)."""
+    from tpuestimator.data import make_input_fn
+    from tpuestimator.tables import write_table
+
+    if kind == "table":
+        frame = pd.read_csv(FIX / "tables" / "species.csv")
+        assert not pd.api.types.is_numeric_dtype(frame["habitat"])  # a string lookup among the columns
+        write_table(frame, tmp_path / "t", label="species", shards=2)
+        section = {"manifest": str(tmp_path / "t" / "manifest.json"), "shuffle_buffer": 20}
+        assert len(tf.io.gfile.glob(str(tmp_path / "t" / "train-*"))) == 2
+    else:
+        section = {**MNIST, "shuffle_buffer": 20}
+    read = make_input_fn(section, "train")
+    for skip in (0, 9, 40):
+        got = list(read({"batch_size": 7, "seed": 0, "start_step": skip}).take(25).as_numpy_iterator())
+        want = _batches_decoded_one_by_one(section, 7, skip, 25)
+        assert len(got) == len(want) == 25
+        for (features, labels), (want_features, want_labels) in zip(got, want):
+            np.testing.assert_array_equal(labels, want_labels)
+            assert sorted(features) == sorted(want_features)
+            for name in features:
+                np.testing.assert_array_equal(features[name], want_features[name])

@@ -65,3 +65,21 @@ def test_a_resume_ten_billion_records_in_reads_at_most_two_epochs():
         resumed = [b.numpy().tolist() for b in stream(skip).take(10)]
         assert resumed == whole[skip:skip + 10]
         assert len(reads) <= 2 * records + 8 + 10 * 4, (skip, len(reads))   # count + landing epoch + what was read
+
+
+@pytest.mark.parametrize("variant", [{}, {"cache_decoded": True}], ids=["files", "cache_decoded"])
+def test_the_stream_does_not_depend_on_the_global_seed(variant):
+    """The Estimator sets TensorFlow's global seed from `train.seed`; the training stream is a
+    function of the run seed alone (`data.cache_decoded` shuffled with `Dataset.shuffle`, which
+    pairs its seed with the global one, and failed on a global seed of 0)."""
+    section = {**MNIST, **variant}
+    want = [_batches(start, 6, section) for start in (0, 11)]
+    try:
+        for global_seed in (0, 7):
+            tf.random.set_seed(global_seed)
+            for start, batches in zip((0, 11), want):
+                for (image, label), (image_ref, label_ref) in zip(_batches(start, 6, section), batches):
+                    np.testing.assert_array_equal(label, label_ref, err_msg=f"global seed {global_seed}")
+                    np.testing.assert_array_equal(image, image_ref, err_msg=f"global seed {global_seed}")
+    finally:
+        tf.random.set_seed(None)

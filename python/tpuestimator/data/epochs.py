@@ -62,7 +62,29 @@ def shuffled_batches(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
                      seed: int | None, skip_batches: int = 0, records_per_epoch: int | None = None
                      ) -> tf.data.Dataset:
     """The endless stream of training batches of serialized records (module docstring),
-    starting after its first `skip_batches` batches.
+    starting after its first `skip_batches` batches: `shuffled_windows` cut by `cut_batches`.
+    Arguments as `shuffled_windows`."""
+    return cut_batches(shuffled_windows(read_epoch, window=window, batch_size=batch_size, seed=seed,
+                                        skip_batches=skip_batches, records_per_epoch=records_per_epoch),
+                       batch_size)
+
+
+def cut_batches(windows: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    """The windows of `shuffled_windows` (or anything decoded from them record by record) cut
+    into the endless stream of training batches: the records of all windows, one after another,
+    `batch_size` at a time."""
+    return endless(windows.rebatch(batch_size, drop_remainder=True))
+
+
+def shuffled_windows(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, window: int, batch_size: int,
+                     seed: int | None, skip_batches: int = 0, records_per_epoch: int | None = None
+                     ) -> tf.data.Dataset:
+    """The permuted windows of serialized records (1-D string tensors of at most `window`
+    records) whose records, one after another, are the training stream after its first
+    `skip_batches` batches (`cut_batches` makes the batches). A pipeline may decode each window
+    whole before the cut (record by record: a record's values depend on that record alone):
+    the batches hold the same values, and the per-call costs of parsing and preprocessing are
+    paid once per window instead of once per batch.
 
     Args:
       read_epoch: `epoch (int64 tensor) -> dataset of record chunks` (1-D string tensors): the
@@ -83,9 +105,11 @@ def shuffled_batches(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
         # about half the CPU on serialized records (benchmarks/README.md, Tables).
         return tf.gather(block, tf.random.experimental.stateless_shuffle(tf.range(tf.shape(block)[0]), seed=key))
 
+    def numbered(epoch, blocks):  # (epoch, window index, window): what the permutation is keyed by
+        return blocks.map(lambda index, block: (epoch, index, block))
+
     def windows(epoch):
-        blocks = read_epoch(epoch).rebatch(window, drop_remainder=False).enumerate()
-        return blocks.map(lambda index, block: permute(epoch, index, block), num_parallel_calls=tf.data.AUTOTUNE)
+        return numbered(epoch, read_epoch(epoch).rebatch(window, drop_remainder=False).enumerate())
 
     first_epoch = first_window = dropped = tf.constant(0, tf.int64)
     if skip_batches:  # tensors: parameter-server workers trace this
@@ -99,11 +123,13 @@ def shuffled_batches(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
     first = read_epoch(first_epoch).rebatch(window, drop_remainder=False).enumerate()
     if skip_batches:  # whole windows read and dropped unpermuted (numbered before the skip)
         first = first.skip(first_window)
-    first = first.map(lambda index, block: permute(first_epoch, index, block), num_parallel_calls=tf.data.AUTOTUNE)
-    if skip_batches:  # records of the landing window that were trained on
-        first = first.enumerate().map(lambda i, block: block[tf.where(i == 0, dropped, 0):])
     rest = tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(windows)
-    return endless(first.concatenate(rest).rebatch(batch_size, drop_remainder=True))
+    # One parallel map over all epochs' windows: inside `flat_map` it started anew and drained
+    # at every epoch's end (benchmarks/README.md, Tables).
+    ds = numbered(first_epoch, first).concatenate(rest).map(permute, num_parallel_calls=tf.data.AUTOTUNE)
+    if skip_batches:  # records of the landing window that were trained on
+        ds = ds.enumerate().map(lambda i, block: block[tf.where(i == 0, dropped, 0):])
+    return ds
 
 
 def shuffled_records(cached: tf.data.Dataset, *, buffer: int, seed: int, skip_records: int = 0) -> tf.data.Dataset:
@@ -117,13 +143,18 @@ def shuffled_records(cached: tf.data.Dataset, *, buffer: int, seed: int, skip_re
         seen = tf.constant(int(skip_records), tf.int64)
         first_epoch, offset = seen // per_epoch, seen % per_epoch
 
-    def epoch(index):
+    def epoch(index):  # traced by flat_map, in a function graph of its own
         key = tf.random.stateless_uniform([], seed=_seed(seed, _WINDOWS_STREAM, index), minval=0, maxval=2**62,
                                           dtype=tf.int64)  # one number from the (seed, epoch) pair
+        # `Dataset.shuffle` pairs its seed with the graph's seed, the global one
+        # (`tf.random.set_seed`; the Estimator sets it from `train.seed`): the order would
+        # depend on it, and a global seed of 0 made it test this tensor as a Python bool
+        # (OperatorNotAllowedInGraphError). Without one, the order is the run seed's and the epoch's.
+        tf.compat.v1.get_default_graph().seed = None
         return cached.shuffle(buffer, seed=key, reshuffle_each_iteration=False)
 
-    return endless(epoch(first_epoch).skip(offset).concatenate(
-        tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(epoch)))
+    # The landing epoch too through flat_map (the skip stays inside it: offset < its records).
+    return endless(tf.data.Dataset.range(first_epoch, _INFINITE).flat_map(epoch).skip(offset))
 
 
 def endless(ds: tf.data.Dataset) -> tf.data.Dataset:

@@ -218,6 +218,18 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
             elif static is not None:
                 ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
+            if train and batch_aug is None and not decoder.encoded:
+                # Decoded a window at a time, then cut into batches: the same batches, and a
+                # table's parse and preprocessing cost about a third less CPU per record than
+                # batch by batch (their per-call costs paid per window; benchmarks/README.md, Tables).
+                windows = epochs.shuffled_windows(read_epoch, window=epochs.window_size(shuffle_buffer, batch_size),
+                                                  batch_size=batch_size, seed=None if unseeded else seed,
+                                                  skip_batches=skip_batches)
+                ds = epochs.cut_batches(decoder.batches(windows, batch_size, drop_remainder=False, batched=True),
+                                        batch_size)
+                if all(s.shape.is_fully_defined() for s in tf.nest.flatten(ds.element_spec)):
+                    return ds  # the cut gives static batch shapes already (a table, raw images)
+                return ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
             if train:  # batches of serialized records, positioned without parsing or decoding
                 ds = epochs.shuffled_batches(read_epoch, window=epochs.window_size(shuffle_buffer, batch_size),
                                              batch_size=batch_size, seed=None if unseeded else seed,
