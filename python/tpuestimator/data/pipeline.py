@@ -4,9 +4,10 @@
 The pipeline lists and shards the files, interleaves `TFRecordDataset`s, caches raw records
 (optional), repeats and shuffles (train only: windows of `shuffle_buffer` records permuted
 in one op each), batches FIRST and then parses each batch with one vectorised
-`tf.io.parse_example`, decodes (JPEG/PNG per image, in parallel), checks `data.assertions`,
-augments (train only), optionally transposes and prefetches. With `data.service` the
-training pipeline runs on tf.data service workers (`tpuestimator.data.service`).
+`tf.io.parse_example` (training with nothing decoded or augmented per image or batch, e.g. a
+table: each shuffle window, then cut into batches), decodes (JPEG/PNG per image, in parallel),
+checks `data.assertions`, augments (train only), optionally transposes and prefetches. With
+`data.service` the training pipeline runs on tf.data service workers (`tpuestimator.data.service`).
 """
 from __future__ import annotations
 
