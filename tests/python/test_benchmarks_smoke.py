@@ -264,3 +264,20 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
     cnn = json.loads((out / "gpu_cnn.json").read_text())
     assert {"cnn@float32", "cnn@mixed_bfloat16+jit", "cnn@mixed_float16+jit"} <= set(cnn["results"])
     assert json.loads((out / "gpu_linear.json").read_text())["results"]["linear"]["configs"]
+
+
+def test_run_all_smoke_passes_smoke_to_every_script():
+    """`run_all.py --smoke` checks the scripts run in seconds to minutes: each script gets its
+    own `--smoke` (bench_input.py without it built its full data sets: 20,000 records and
+    2,400 photos) and writes outside benchmarks/."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCH))
+    out = Path("/somewhere")
+    for name in run_all.SCRIPTS:
+        args = run_all._args(name, out, True)
+        assert "--smoke" in args, name
+        assert str(out) in " ".join(args), name
+        assert "--smoke" not in run_all._args(name, out, False), name
