@@ -70,14 +70,20 @@ def _batches_decoded_one_by_one(section: dict, batch_size: int, skip_batches: in
     return list(records.map(decoder).take(n).as_numpy_iterator())
 
 
-@pytest.mark.parametrize("kind", ["table", "mnist"])
-def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(tmp_path, kind):
+@pytest.mark.parametrize("kind", ["table", "mnist", "mnist_in_parts"])
+def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(tmp_path, kind, monkeypatch):
     """The pipeline parses (and preprocesses) a whole shuffle window at a time, then cuts it
     into batches: the same records, bitwise the same values, in the same batches, from the
     start and resumed mid-window, across epoch ends (a batch of 7 never divides the epoch; a
-    window of 21 records leaves a partial one at each epoch's end)."""
-    from tpuestimator.data import make_input_fn
+    window of 21 records leaves a partial one at each epoch's end). A window too large to
+    decode at once is decoded in parts (here 14 records: two batches) with the same result."""
+    from tpuestimator.data import make_input_fn, pipeline
     from tpuestimator.tables import write_table
+
+    if kind == "mnist_in_parts":
+        monkeypatch.setattr(pipeline, "_DECODE_BYTES", 14 * (8 * 8 * 4 + 4))  # 14 decoded images and labels
+        element = ({"image": tf.TensorSpec([None, 8, 8, 1], tf.float32)}, tf.TensorSpec([None], tf.int32))
+        assert pipeline.decode_part(element, 21, 7) == 14
 
     if kind == "table":
         frame = pd.read_csv(FIX / "tables" / "species.csv")

@@ -42,6 +42,11 @@ MODES = ("train", "eval", "predict")
 # Records per element read from each file: interleaving, caching and shuffling handle chunks, not
 # single records (25% less CPU per record than record-level interleaving, benchmarks/input_results.md).
 _CHUNK = 16
+# A training window decoded whole (below) is decoded in parts when it is larger than this (records,
+# and bytes of decoded values: raw images with a large `data.shuffle_buffer`): the per-call costs
+# are paid off long before, and memory and the wait for the first batch stay bounded.
+_DECODE_RECORDS = 8192
+_DECODE_BYTES = 32 << 20
 
 
 def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
@@ -219,22 +224,27 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
             elif static is not None:
                 ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
+            window = epochs.window_size(shuffle_buffer, batch_size)
             if train and batch_aug is None and not decoder.encoded:
-                # Decoded a window at a time, then cut into batches: the same batches, and a
-                # table's parse and preprocessing cost about a third less CPU per record than
-                # batch by batch (their per-call costs paid per window; benchmarks/README.md, Tables).
-                windows = epochs.shuffled_windows(read_epoch, window=epochs.window_size(shuffle_buffer, batch_size),
-                                                  batch_size=batch_size, seed=None if unseeded else seed,
-                                                  skip_batches=skip_batches)
-                ds = epochs.cut_batches(decoder.batches(windows, batch_size, drop_remainder=False, batched=True),
-                                        batch_size)
-                if all(s.shape.is_fully_defined() for s in tf.nest.flatten(ds.element_spec)):
-                    return ds  # the cut gives static batch shapes already (a table, raw images)
-                return ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
+                # Decoded a window at a time (or in parts of one: `decode_part`), then cut into
+                # batches: the same batches, and a table's parse and preprocessing cost about a
+                # third less CPU per record than batch by batch (their per-call costs paid per
+                # window; benchmarks/README.md, Tables).
+                windows = epochs.shuffled_windows(read_epoch, window=window, batch_size=batch_size,
+                                                  seed=None if unseeded else seed, skip_batches=skip_batches)
+                decoded = decoder.batches(windows, batch_size, drop_remainder=False, batched=True)
+                part = decode_part(decoded.element_spec, window, batch_size)
+                if batch_size < part < window:
+                    decoded = decoder.batches(windows.rebatch(part, drop_remainder=False), batch_size,
+                                              drop_remainder=False, batched=True)
+                if part > batch_size:
+                    decoded = epochs.cut_batches(decoded, batch_size)
+                    if all(s.shape.is_fully_defined() for s in tf.nest.flatten(decoded.element_spec)):
+                        return decoded  # the cut gives static batch shapes already (a table, raw images)
+                    return decoded.map(static, num_parallel_calls=tf.data.AUTOTUNE)
             if train:  # batches of serialized records, positioned without parsing or decoding
-                ds = epochs.shuffled_batches(read_epoch, window=epochs.window_size(shuffle_buffer, batch_size),
-                                             batch_size=batch_size, seed=None if unseeded else seed,
-                                             skip_batches=skip_batches)
+                ds = epochs.shuffled_batches(read_epoch, window=window, batch_size=batch_size,
+                                             seed=None if unseeded else seed, skip_batches=skip_batches)
             else:
                 ds = ds.rebatch(batch_size, drop_remainder=False)
             ds = decoder.batches(ds, batch_size, drop_remainder=train, augment=batch_aug, post=static, batched=True,
@@ -267,6 +277,16 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
         ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
+
+
+def decode_part(decoded_spec, window: int, batch_size: int) -> int:
+    """Records per decode call for training windows of `window` records: the whole window, or a
+    multiple of `batch_size` keeping a call under `_DECODE_RECORDS` records and `_DECODE_BYTES`
+    bytes of decoded values (`decoded_spec`: the decoded element's signature, batch first)."""
+    per_record = sum((spec.shape[1:].num_elements() or 1) * (8 if spec.dtype == tf.string else spec.dtype.size)
+                     for spec in tf.nest.flatten(decoded_spec))
+    part = min(window, _DECODE_RECORDS, _DECODE_BYTES // max(1, per_record))
+    return window if part >= window else max(batch_size, part // batch_size * batch_size)
 
 
 def _check_not_empty(files: list[str], pattern) -> None:
