@@ -103,3 +103,35 @@ def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(
             assert sorted(features) == sorted(want_features)
             for name in features:
                 np.testing.assert_array_equal(features[name], want_features[name])
+
+
+@pytest.mark.parametrize("kind", ["table", "mnist", "mnist_in_parts"])
+def test_evaluation_decoded_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(tmp_path, kind,
+                                                                                         monkeypatch):
+    """Evaluation and prediction read the files once in order; decoded `shuffle_buffer` records
+    at a time (or in parts), then cut: the same batches as before, the last one partial."""
+    from tpuestimator.data import make_input_fn, pipeline, resolve_section
+    from tpuestimator.tables import write_table
+
+    if kind == "table":
+        frame = pd.read_csv(FIX / "tables" / "species.csv")
+        write_table(frame, tmp_path / "t", label="species", shards=2, split=0.5)
+        section = {"manifest": str(tmp_path / "t" / "manifest.json"), "shuffle_buffer": 20}
+    else:
+        section = {**MNIST, "shuffle_buffer": 20}
+    if kind == "mnist_in_parts":
+        monkeypatch.setattr(pipeline, "_DECODE_BYTES", 14 * (8 * 8 * 4 + 4))
+    for mode in ("eval", "predict"):
+        spec = resolve_section(section)
+        files = pipeline.list_files(spec.eval)
+        records = tf.data.Dataset.from_tensor_slices(files).interleave(
+            lambda f: tf.data.TFRecordDataset(f).batch(pipeline._CHUNK), cycle_length=min(8, len(files)),
+            block_length=1).rebatch(7)
+        want = list(records.map(pipeline.make_batch_decoder(spec, mode)).as_numpy_iterator())
+        got = list(make_input_fn(section, mode)({"batch_size": 7}).as_numpy_iterator())
+        assert len(got) == len(want) and len(want[-1][1]) < 7  # a partial last batch
+        for (features, labels), (want_features, want_labels) in zip(got, want):
+            np.testing.assert_array_equal(labels, want_labels)
+            assert sorted(features) == sorted(want_features)
+            for name in features:
+                np.testing.assert_array_equal(features[name], want_features[name])

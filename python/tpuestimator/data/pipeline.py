@@ -225,18 +225,23 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                 ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
         else:
             window = epochs.window_size(shuffle_buffer, batch_size)
-            if train and batch_aug is None and not decoder.encoded:
-                # Decoded a window at a time (or in parts of one: `decode_part`), then cut into
-                # batches: the same batches, and a table's parse and preprocessing cost about a
-                # third less CPU per record than batch by batch (their per-call costs paid per
-                # window; benchmarks/README.md, Tables).
-                windows = epochs.shuffled_windows(read_epoch, window=window, batch_size=batch_size,
-                                                  seed=None if unseeded else seed, skip_batches=skip_batches)
+            if batch_aug is None and not decoder.encoded:
+                # Decoded a window at a time (or in parts of one: `decode_part`; evaluation: runs
+                # of `window` records in file order), then cut into batches: the same batches, and
+                # a table's parse and preprocessing cost about a third less CPU per record than
+                # batch by batch (their per-call costs paid per window; benchmarks/README.md, Tables).
+                if train:
+                    windows = epochs.shuffled_windows(read_epoch, window=window, batch_size=batch_size,
+                                                      seed=None if unseeded else seed, skip_batches=skip_batches)
+                else:
+                    windows = ds.rebatch(window, drop_remainder=False)
                 decoded = decoder.batches(windows, batch_size, drop_remainder=False, batched=True)
                 part = decode_part(decoded.element_spec, window, batch_size)
                 if batch_size < part < window:
-                    decoded = decoder.batches(windows.rebatch(part, drop_remainder=False), batch_size,
-                                              drop_remainder=False, batched=True)
+                    decoded = decoder.batches((windows if train else ds).rebatch(part, drop_remainder=False),
+                                              batch_size, drop_remainder=False, batched=True)
+                if part > batch_size and not train:
+                    return decoded.rebatch(batch_size, drop_remainder=False)
                 if part > batch_size:
                     decoded = epochs.cut_batches(decoded, batch_size)
                     if all(s.shape.is_fully_defined() for s in tf.nest.flatten(decoded.element_spec)):
