@@ -228,7 +228,7 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
             if batch_aug is None and not decoder.encoded:
                 # Decoded a window at a time (or in parts of one: `decode_part`; evaluation: runs
                 # of `window` records in file order), then cut into batches: the same batches, and
-                # a table's parse and preprocessing cost about a third less CPU per record than
+                # a table's parse and preprocessing cost about a quarter less CPU per record than
                 # batch by batch (their per-call costs paid per window; benchmarks/README.md, Tables).
                 if train:
                     windows = epochs.shuffled_windows(read_epoch, window=window, batch_size=batch_size,
