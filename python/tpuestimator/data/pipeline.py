@@ -42,9 +42,10 @@ MODES = ("train", "eval", "predict")
 # Records per element read from each file: interleaving, caching and shuffling handle chunks, not
 # single records (25% less CPU per record than record-level interleaving, benchmarks/input_results.md).
 _CHUNK = 16
-# A training window decoded whole (below) is decoded in parts when it is larger than this (records,
-# and bytes of decoded values: raw images with a large `data.shuffle_buffer`): the per-call costs
-# are paid off long before, and memory and the wait for the first batch stay bounded.
+# A window decoded whole (build_dataset: training's shuffle windows, evaluation's runs of as many
+# records) is decoded in parts when it is larger than this (records, and bytes of decoded values:
+# raw images with a large `data.shuffle_buffer`): the per-call costs are paid off long before,
+# and memory and the wait for the first batch stay bounded.
 _DECODE_RECORDS = 8192
 _DECODE_BYTES = 32 << 20
 
@@ -237,12 +238,12 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                     windows = ds.rebatch(window, drop_remainder=False)
                 decoded = decoder.batches(windows, batch_size, drop_remainder=False, batched=True)
                 part = decode_part(decoded.element_spec, window, batch_size)
-                if batch_size < part < window:
-                    decoded = decoder.batches((windows if train else ds).rebatch(part, drop_remainder=False),
-                                              batch_size, drop_remainder=False, batched=True)
-                if part > batch_size and not train:
-                    return decoded.rebatch(batch_size, drop_remainder=False)
-                if part > batch_size:
+                if part > batch_size:  # else batch by batch, below
+                    if part < window:
+                        decoded = decoder.batches((windows if train else ds).rebatch(part, drop_remainder=False),
+                                                  batch_size, drop_remainder=False, batched=True)
+                    if not train:
+                        return decoded.rebatch(batch_size, drop_remainder=False)
                     decoded = epochs.cut_batches(decoded, batch_size)
                     if all(s.shape.is_fully_defined() for s in tf.nest.flatten(decoded.element_spec)):
                         return decoded  # the cut gives static batch shapes already (a table, raw images)
@@ -285,7 +286,7 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
 
 
 def decode_part(decoded_spec, window: int, batch_size: int) -> int:
-    """Records per decode call for training windows of `window` records: the whole window, or a
+    """Records per decode call for windows of `window` records: the whole window, or a
     multiple of `batch_size` keeping a call under `_DECODE_RECORDS` records and `_DECODE_BYTES`
     bytes of decoded values (`decoded_spec`: the decoded element's signature, batch first)."""
     per_record = sum((spec.shape[1:].num_elements() or 1) * (8 if spec.dtype == tf.string else spec.dtype.size)
