@@ -1,6 +1,8 @@
 """The per-step work the table benchmark (issue 21.8) cut, and that it was cut without changing
-any result: the numeric columns normalized as one block, and the training stream declared
-endless (no optional and `cond` per step in the train loop). Real TensorFlow on tiny data."""
+any result: the numeric columns normalized as one block, the training stream declared endless
+(no optional and `cond` per step in the train loop), and records decoded a window at a time
+(training, evaluation and prediction get the batches of decoding each batch). Real TensorFlow
+on tiny data."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -70,6 +72,15 @@ def _batches_decoded_one_by_one(section: dict, batch_size: int, skip_batches: in
     return list(records.map(decoder).take(n).as_numpy_iterator())
 
 
+def _assert_same_batches(got: list, want: list) -> None:
+    """The same `(features, labels)` batches, bitwise."""
+    for (features, labels), (want_features, want_labels) in zip(got, want):
+        np.testing.assert_array_equal(labels, want_labels)
+        assert sorted(features) == sorted(want_features)
+        for name in features:
+            np.testing.assert_array_equal(features[name], want_features[name])
+
+
 @pytest.mark.parametrize("kind", ["table", "mnist", "mnist_in_parts"])
 def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(tmp_path, kind, monkeypatch):
     """The pipeline parses (and preprocesses) a whole shuffle window at a time, then cuts it
@@ -98,11 +109,7 @@ def test_decoding_a_window_at_a_time_gives_the_batches_decoding_each_batch_gave(
         got = list(read({"batch_size": 7, "seed": 0, "start_step": skip}).take(25).as_numpy_iterator())
         want = _batches_decoded_one_by_one(section, 7, skip, 25)
         assert len(got) == len(want) == 25
-        for (features, labels), (want_features, want_labels) in zip(got, want):
-            np.testing.assert_array_equal(labels, want_labels)
-            assert sorted(features) == sorted(want_features)
-            for name in features:
-                np.testing.assert_array_equal(features[name], want_features[name])
+        _assert_same_batches(got, want)
 
 
 @pytest.mark.parametrize("kind", ["table", "mnist", "mnist_in_parts"])
@@ -130,8 +137,4 @@ def test_evaluation_decoded_a_window_at_a_time_gives_the_batches_decoding_each_b
         want = list(records.map(pipeline.make_batch_decoder(spec, mode)).as_numpy_iterator())
         got = list(make_input_fn(section, mode)({"batch_size": 7}).as_numpy_iterator())
         assert len(got) == len(want) and len(want[-1][1]) < 7  # a partial last batch
-        for (features, labels), (want_features, want_labels) in zip(got, want):
-            np.testing.assert_array_equal(labels, want_labels)
-            assert sorted(features) == sorted(want_features)
-            for name in features:
-                np.testing.assert_array_equal(features[name], want_features[name])
+        _assert_same_batches(got, want)
