@@ -288,10 +288,10 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
 def decode_part(decoded_spec, window: int, batch_size: int) -> int:
     """Records per decode call for windows of `window` records: the whole window, or a
     multiple of `batch_size` keeping a call under `_DECODE_RECORDS` records and `_DECODE_BYTES`
-    bytes of decoded values (`decoded_spec`: the decoded element's signature, batch first)."""
-    per_record = sum((spec.shape[1:].num_elements() or 1) * (8 if spec.dtype == tf.string else spec.dtype.size)
-                     for spec in tf.nest.flatten(decoded_spec))
-    part = min(window, _DECODE_RECORDS, _DECODE_BYTES // max(1, per_record))
+    bytes of decoded values (`decoded_spec`: the decoded element's signature, batch first; the
+    record bound alone when a feature's size is not fixed)."""
+    per_record = data_service.example_bytes(decoded_spec)
+    part = min(window, _DECODE_RECORDS, _DECODE_BYTES // max(1, per_record or 1))
     return window if part >= window else max(batch_size, part // batch_size * batch_size)
 
 

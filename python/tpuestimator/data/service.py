@@ -96,17 +96,26 @@ def wire_batch(element_spec, batch_size: int) -> int:
     under `WIRE_BYTES` (the trainer joins them back). Large messages are slow: on 224x224 JPEGs
     a 77 MB batch of 128 float32 images came through at an eighth of the local pipeline's
     records/s, batches of 16 at half (benchmarks/service_capacity.py)."""
+    per_example = example_bytes(element_spec)
+    if per_example is None:
+        return batch_size  # variable-size features: sizes unknown, send the batches as they are
+    return max(1, min(batch_size, WIRE_BYTES // max(1, per_example)))
+
+
+def example_bytes(element_spec) -> int | None:
+    """Bytes of one example of batches with this element signature (batch first; a string
+    counts one byte), or None when a feature's size is not fixed."""
     import math
 
     import tensorflow as tf
 
-    per_example = 0
+    total = 0
     for spec in tf.nest.flatten(element_spec):
         dims = spec.shape[1:]
         if not dims.is_fully_defined():
-            return batch_size  # variable-size features: sizes unknown, send the batches as they are
-        per_example += math.prod(dims.as_list()) * max(1, spec.dtype.size)
-    return max(1, min(batch_size, WIRE_BYTES // max(1, per_example)))
+            return None
+        total += math.prod(dims.as_list()) * max(1, spec.dtype.size)
+    return total
 
 
 def check_port_free(host: str, port: int, what: str) -> None:
