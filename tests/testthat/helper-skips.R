@@ -39,7 +39,8 @@ skip_if_no_fashion_mnist <- function() {
   files <- file.path(folder, paste0(c("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                       "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), ".gz"))
   if (!all(file.exists(files))) {
-    skip_or_fail("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist (scripts/setup_system.sh datasets)")
+    skip_or_fail(paste("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist",
+                       "(scripts/setup_system.sh datasets)"))
   }
   invisible(folder)
 }
