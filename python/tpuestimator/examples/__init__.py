@@ -49,7 +49,7 @@ def write_example(name: str, out_dir: str | os.PathLike, *, source_dir: str | os
 
         return write(out_dir, source_dir, limit)
     if source_dir is not None or limit is not None:
-        field = "source_dir" if source_dir is not None else "limit"
+        field = "source_dir (--from)" if source_dir is not None else "limit (--limit)"
         raise ConfigError(field, source_dir if source_dir is not None else limit,
                           "nothing for the " + repr(name) + " example: only fashion_mnist reads a folder of files")
     if name == "digits":
