@@ -457,7 +457,8 @@ print.tpu_check_report <- function(x, ...) {
 
 #' Write TFRecord files from R data
 #'
-#' Converts a data frame, arrays, or a folder of images (one sub-folder per class)
+#' Converts a data frame, arrays, a folder of images (one sub-folder per class),
+#' or an MNIST-format pair of IDX files (images and labels, gzipped or not)
 #' into sharded TFRecord files plus a `manifest.json` describing the features,
 #' ready for a configuration's `data.manifest`
 #' (`tpuestimator.data.write_tfrecords()`).
@@ -467,15 +468,17 @@ print.tpu_check_report <- function(x, ...) {
 #'
 #' @param data A data frame (one column per feature; list columns for arrays), a
 #'   named list of arrays with the examples along the first dimension (e.g.
-#'   `list(image = x, label = y)`), or the path of a folder of images with one
-#'   sub-folder per class.
+#'   `list(image = x, label = y)`), the path of a folder of images with one
+#'   sub-folder per class, or the path of an IDX images file such as
+#'   `train-images-idx3-ubyte.gz` (written in the MNIST format; its labels file is
+#'   the one named like it, `train-labels-idx1-ubyte[.gz]`, or `labels = "FILE"`).
 #' @param out_dir Output folder.
 #' @param label Name of the label column or element (default `"label"`), or `NULL`.
 #' @param ... Further arguments for the Python writer
 #'   (`tpuestimator.data.write_tfrecords()`), e.g. `split = 0.2` (the evaluation
 #'   fraction), `shards = 4L`, `seed = 1L`, `overwrite = TRUE`, `format = "mnist"`
 #'   (with an integer image array in 0..255), `image_size = c(64L, 64L)` for image
-#'   folders.
+#'   folders, `labels = "t10k-labels-idx1-ubyte.gz"` for an IDX images file.
 #' @return The manifest, as a list: `path` (the `manifest.json` file, for a
 #'   configuration's `data.manifest`), `format`, `features`, `vocabulary`, `splits`
 #'   (files and counts per split), ...
@@ -495,9 +498,10 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
   if (is.character(data) && length(data) == 1L) {
     if (!dir.exists(data) && !file.exists(data)) {
       stop("`data` is a path that does not exist: \"", data, "\". Pass a folder of images with one ",
-           "sub-folder per class, a data frame or a named list of arrays.", call. = FALSE)
+           "sub-folder per class, an IDX images file, a data frame or a named list of arrays.", call. = FALSE)
     }
     source <- normalizePath(data)
+    if (is.character(extra$labels)) extra$labels <- as_path(extra$labels, "labels")
   } else if (is.data.frame(data) || is.list(data)) {
     if (is.null(names(data)) || any(!nzchar(names(data)))) {
       arg_error("data", data, "a data frame or a named list of arrays")
@@ -537,6 +541,12 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
 #' configuration file) into a folder and returns the configuration's path
 #' (`tpuestimator.examples.write_example()`). `"digits"`: 8x8 handwritten digits,
 #' ten classes, a small CNN that reaches about 97% accuracy in a minute on a CPU.
+#' `"shapes"`: generated 32x32 JPEGs of three shapes. `"fashion_mnist"`:
+#' Zalando Research's Fashion-MNIST (28x28 grey images of clothing, ten classes;
+#' 60,000 training and, as the evaluation split, its 10,000 test images) for the
+#' same CNN, read from its four IDX files: those of Debian's package
+#' `dataset-fashion-mnist` (`/usr/share/datasets/fashion-mnist`) or a folder
+#' given as `from`.
 #'
 #' @section Reruns:
 #' By default the example goes to the same folder every time, in this user's
@@ -554,6 +564,11 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
 #' @param name The example's name, e.g. `"digits"`.
 #' @param dir Folder to write into (created). Default: `examples/<name>` in
 #'   this user's cache of the package (the same folder in every session).
+#' @param from `"fashion_mnist"` only: the folder of its four IDX files
+#'   (`train-images-idx3-ubyte.gz`, ..., gzipped or not). Default: the Debian
+#'   package's folder.
+#' @param limit `"fashion_mnist"` only: keep the first `limit` training images and
+#'   the first `limit / 6` test images, for a quick run. Default: all.
 #' @return The path of the example's configuration file.
 #' @examples
 #' if (tpuestimator_available()) {
@@ -561,10 +576,12 @@ tpu_write_tfrecords <- function(data, out_dir, label = "label", ...) {
 #'   readLines(path)
 #' }
 #' @export
-tpu_example <- function(name = "digits", dir = example_cache_dir(name)) {
+tpu_example <- function(name = "digits", dir = example_cache_dir(name), from = NULL, limit = NULL) {
   name <- as_string(name, "name")
   dir <- as_path(dir, "dir")
-  res <- with_python(py_bridge()$write_example(name, dir))
+  from <- as_nullable_path(from, "from")
+  limit <- as_nullable_integer(limit, "limit")
+  res <- with_python(py_bridge()$write_example(name, dir, source_dir = from, limit = limit))
   path <- py_to_r_json(res)
   normalizePath(path)
 }

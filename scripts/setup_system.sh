@@ -2,11 +2,13 @@
 # Installs the Debian/Ubuntu packages a set-up step needs, before anything compiles against
 # them (rpy2 builds against R, so R comes first). Idempotent: installed packages are skipped,
 # and a machine that has them all needs neither root nor network.
-# Usage: scripts/setup_system.sh GROUP...   groups: python, r, browser, lint
+# Usage: scripts/setup_system.sh GROUP...   groups: python, r, browser, lint, datasets
 #   python   venv support and headers for the Python virtualenv
 #   r        R and the R package's dependencies from Debian's r-cran-* packages (CRAN not needed)
 #   browser  Chromium, for the HTML run-report tests
 #   lint     lintr, for scripts/lint.sh
+#   datasets Fashion-MNIST's IDX files (dataset-fashion-mnist, in /usr/share/datasets/fashion-mnist),
+#            for the fashion_mnist example's tests and benchmarks
 #   package:NAME  one more Debian package by name
 set -euo pipefail
 
@@ -27,8 +29,9 @@ for group in "$@"; do
                   r-cran-whisker r-cran-tidyselect r-cran-rstudioapi r-cran-base64enc r-cran-magrittr) ;;
     browser) packages+=(chromium) ;;
     lint) packages+=(r-cran-lintr) ;;
+    datasets) packages+=(dataset-fashion-mnist) ;;
     package:?*) packages+=("${group#package:}") ;;
-    *) fail "unknown package group '$group' (choose from: python, r, browser, lint)" ;;
+    *) fail "unknown package group '$group' (choose from: python, r, browser, lint, datasets)" ;;
   esac
 done
 

@@ -18,7 +18,7 @@ step() {
   [ "$mode" = plan ] || "${@:2}"
 }
 # R and the system libraries first: the Python `r` extra (rpy2) compiles against R.
-step "system packages" bash scripts/setup_system.sh python r browser lint
+step "system packages" bash scripts/setup_system.sh python r browser lint datasets
 step "python" bash scripts/setup_python.sh dev beam r
 step "R package" bash scripts/setup_r.sh
 [ "$mode" = test ] || exit 0

@@ -61,7 +61,7 @@ def test_shapes_example_is_generated_deterministically(tmp_path):
     assert cfg.model == "image_classifier" and vocabulary(cfg.data) == ["circle", "square", "triangle"]
     f, lab = next(iter(make_input_fn(cfg.data, "train")({"batch_size": 8, "seed": 0})))
     assert f["image"].shape == (8, 32, 32, 3) and lab.shape == (8,)
-    assert set(list_examples()) == {"digits", "shapes"} and Path(b).name == "shapes.yaml"
+    assert set(list_examples()) == {"digits", "shapes", "fashion_mnist"} and Path(b).name == "shapes.yaml"
     with pytest.raises(ConfigError):
         write_example("mnist", tmp_path / "c")
 

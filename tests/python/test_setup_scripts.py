@@ -29,8 +29,9 @@ def test_test_command_installs_r_before_what_builds_against_it():
     python_r = next(i for i, s in enumerate(steps) if s[1] == "scripts/setup_python.sh" and "r" in s[2:])
     r_package = scripts.index("scripts/setup_r.sh")
     assert system < python_r < r_package, steps
-    # The Debian packages the test suite needs beyond R: chromium (report tests), lintr (lint).
-    assert {"browser", "lint", "python"} <= set(steps[system][2:])
+    # The Debian packages the test suite needs beyond R: chromium (report tests), lintr (lint),
+    # Fashion-MNIST (the fashion_mnist example's tests).
+    assert {"browser", "lint", "python", "datasets"} <= set(steps[system][2:])
 
 
 def test_main_command_needs_no_r():
@@ -99,7 +100,8 @@ def _as_nobody(cmd: list[str]) -> list[str]:
 def test_installed_groups_need_neither_root_nor_network():
     # Everything the test command needs is installed by now: the script must be a no-op,
     # also for a user who may not apt-get.
-    proc = subprocess.run(_as_nobody(["bash", "scripts/setup_system.sh", "python", "r", "browser", "lint"]),
+    proc = subprocess.run(_as_nobody(["bash", "scripts/setup_system.sh", "python", "r", "browser", "lint",
+                                      "datasets"]),
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 

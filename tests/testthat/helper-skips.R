@@ -33,3 +33,14 @@ skip_if_no_python_exe <- function() {
   if (is.null(python) || !file.exists(python)) skip_or_fail("no Python executable found for subprocesses")
   invisible(python)
 }
+
+skip_if_no_fashion_mnist <- function() {
+  folder <- "/usr/share/datasets/fashion-mnist"
+  files <- file.path(folder, paste0(c("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), ".gz"))
+  if (!all(file.exists(files))) {
+    skip_or_fail(paste("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist",
+                       "(scripts/setup_system.sh datasets)"))
+  }
+  invisible(folder)
+}

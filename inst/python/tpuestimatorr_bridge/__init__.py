@@ -296,11 +296,12 @@ def write_tfrecords(source: Any, out_dir: str, **kwargs: Any) -> dict:
 
 
 @r_interruptible
-def write_example(name: str, out_dir: str) -> str:
-    """Writes a bundled example (config + data); returns the config file's path."""
+def write_example(name: str, out_dir: str, source_dir: str | None = None, limit: int | None = None) -> str:
+    """Writes an example (config + data); returns the config file's path. `source_dir` and
+    `limit`: fashion_mnist's folder of IDX files and its number of training images."""
     from tpuestimator.examples import write_example as _write_example
 
-    return _write_example(name, out_dir)
+    return _write_example(name, out_dir, source_dir=source_dir, limit=limit)
 
 
 def quiet_tensorflow(quiet: bool = True) -> None:

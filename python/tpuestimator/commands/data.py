@@ -20,15 +20,20 @@ def register(subparsers) -> argparse.ArgumentParser:
 
     w = sub.add_parser("write", help="convert an image folder, CSV, or .npz to TFRecord shards + manifest.json",
                        description="Image folder (one subfolder per class, JPEG/PNG) -> the flowers example's format; "
+                                   "MNIST-format IDX files (images + labels, gzipped or not) -> the MNIST format; "
                                    ".csv / .npz -> typed features.")
-    w.add_argument("source", help="image folder, .npz file, or a table (.csv / .parquet with --label: feature "
-                   "columns inferred, see the README's Tables)")
+    w.add_argument("source", help="image folder, .npz file, an MNIST-format IDX images file (e.g. "
+                   "train-images-idx3-ubyte.gz, its labels file found by name or given with --labels), or a table "
+                   "(.csv / .parquet with --label: feature columns inferred, see the README's Tables)")
     w.add_argument("out", help="output folder (shards + manifest.json)")
     w.add_argument("--split", default=None,
                    help="eval fraction (default 0.2; 0 = train only) or 'folder' for train/ and eval/ subfolders")
     w.add_argument("--shards", type=int, default=1, help="files per split (default 1)")
     w.add_argument("--seed", type=int, default=0, help="seeds the split and record order (default 0)")
     w.add_argument("--label", default=None, help="label column of a CSV / .npz (default 'label' if present)")
+    w.add_argument("--labels", default=None, metavar="FILE",
+                   help="the IDX labels file of an IDX images source (default: named like it, "
+                        "train-images-idx3-ubyte -> train-labels-idx1-ubyte)")
     w.add_argument("--vocabulary", default=None, help="class names in id order: a comma list or a text file")
     w.add_argument("--feature", action="append", default=[], metavar="NAME:DTYPE[:SHAPE]",
                    help="declare a column's dtype (float32, int64, string) and shape (e.g. x:float32:4x4); repeat")
@@ -113,6 +118,7 @@ def _features(specs: list[str]) -> dict:
 def _write(args) -> int:
     import os
 
+    from tpuestimator.data import idx
     from tpuestimator.data.writers import write_tfrecords
     from tpuestimator.errors import ConfigError
 
@@ -139,8 +145,11 @@ def _write(args) -> int:
     extra = list(args.beam_args)
     if _is_table(args):
         return _write_table(args, split)
-    manifest = write_tfrecords(args.source, args.out, split=split, shards=args.shards, seed=args.seed,
-                               label=args.label, vocabulary=vocab, features=_features(args.feature) or None,
+    if args.labels and not idx.is_idx_path(args.source):
+        raise ConfigError("--labels", args.labels, "only with an IDX images source (e.g. train-images-idx3-ubyte.gz); "
+                          "for other sources name the label column with --label")
+    manifest = write_tfrecords(args.source, args.out, labels=args.labels, split=split, shards=args.shards,
+                               seed=args.seed, label=args.label, vocabulary=vocab, features=_features(args.feature) or None,
                                image_size=size, format=args.format, overwrite=args.overwrite, beam=args.beam,
                                runner=args.runner, pipeline_options=extra)
     if args.json:

@@ -71,7 +71,8 @@ def columns_from_source(source: Any, *, labels: Sequence | None = None, label: s
         elif path.endswith(".csv"):
             raw = _read_csv(path, features)
         else:
-            raise DataError(f"{path}: unknown source type; give an image folder, a .csv or a .npz file.", path=path)
+            raise DataError(f"{path}: unknown source type; give an image folder, a .csv or a .npz file, or an "
+                            "MNIST-format IDX images file named like train-images-idx3-ubyte[.gz].", path=path)
         name = path
     elif _is_frame(source):
         raw = {str(c): source[c] for c in source.columns}

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.data import encode
+from tpuestimator.data import idx as idx_files
 from tpuestimator.data import spec as specs
 from tpuestimator.data.manifest import build_manifest, split_info
 from tpuestimator.data.sources import columns_from_source, image_folder_items, label_ids
@@ -105,6 +106,8 @@ def plan_write(source: Any, *, labels: Sequence | None = None, split: float | st
     resize = tuple(int(v) for v in image_size) if image_size else None
     if isinstance(source, (str, os.PathLike)) and os.path.isdir(os.fspath(source)):
         return _plan_images(os.fspath(source), split, seed, vocabulary, resize)
+    if idx_files.is_idx_path(source):
+        return _plan_idx(os.fspath(source), labels, split, seed, label, vocabulary, format)
     cols, label_col, name = columns_from_source(source, labels=labels, label=label, features=features,
                                                 feature_name=feature_name)
     ids, vocab = (label_ids(cols.pop(label_col), vocabulary, where=f"{name}: label column {label_col!r}")
@@ -140,6 +143,26 @@ def plan_write(source: Any, *, labels: Sequence | None = None, split: float | st
         stored[s] = [int(ids[i]) for i in idx] if ids is not None else []
     encoder = encode.RecordEncoder("features", features=fspec, label=lab)
     return WritePlan("features", encoder, items, stored, vocab, features=fspec, label=lab, source=name)
+
+
+def _plan_idx(images_path: str, labels_path, split, seed: int, label: str | None, vocabulary,
+              format: str | None) -> WritePlan:
+    """An MNIST-format pair of IDX files (images, labels) -> the MNIST TFRecord format."""
+    if labels_path is not None and not isinstance(labels_path, (str, os.PathLike)):
+        raise DataError(f"{images_path}: an IDX images file takes its labels from an IDX labels file; give its "
+                        "path (labels='train-labels-idx1-ubyte.gz', --labels FILE), not label values.",
+                        path=images_path)
+    if format not in (None, "mnist"):
+        raise DataError(f"{images_path}: IDX files are written in the MNIST TFRecord format; drop format={format!r}.",
+                        path=images_path)
+    if label not in (None, specs.MNIST_LABEL_KEY):
+        raise DataError(f"{images_path}: IDX records store the label as {specs.MNIST_LABEL_KEY!r}; drop "
+                        f"label={label!r}.", path=images_path)
+    images, ids = idx_files.read_pair(images_path, labels_path)
+    plan = plan_write({"image": images}, labels=ids.astype(np.int64), split=split, seed=seed,
+                      vocabulary=vocabulary, format="mnist")
+    plan.source = os.path.abspath(images_path)
+    return plan
 
 
 def _pixels(cols: Mapping[str, np.ndarray], name: str) -> np.ndarray:
