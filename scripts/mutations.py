@@ -12,17 +12,20 @@ exactly once; otherwise the entry reports `target not found`, never `caught`.
 
 Which tests: the `Tests:` line names pytest ids (`tests/python/test_x.py::test_name[param]`)
 and testthat ids (`tests/testthat/test-x.R::<the test_that description, exactly>`). The pytest
-ids run in one pytest process (`--junitxml`); the testthat files named run in one R process
-(`testthat::test_local()` on the scratch copy with a filter: the package is loaded from the
-scratch copy's source, its Python bridge from the scratch copy's inst/python, the Python core
-from its python/, all checked after the run). Each test's outcome is read from those reports,
-never from an exit status.
+ids run in one pytest process (`--junitxml`; run again without the ids pytest did not find,
+which stop it). The testthat ids run in one R process: `testthat::test_local()` on the scratch
+copy, filtered to the named files, each reduced to its named test_that() blocks (testthat 3.1.6
+selects files only; the driver blanks the other blocks, the runner restores the files); the
+package is loaded from the scratch copy's source, its Python bridge from the scratch copy's
+inst/python and the Python core from its python/ (PYTHONPATH), all three checked after the run.
+Each test's outcome is read from those reports, never from an exit status.
 
 The verdict: `caught` only when EVERY named test failed (or errored in its body); `partly`
 when some failed and others passed (the detail names those that passed); `MISSED` when none
 failed; `error` when a named test is not in the report (no such test, a collection error, a
 file that stops before its tests, a timeout) or errored in a pytest fixture's set-up, with the
-reason.
+reason. A skipped test counts as not failed (TPUESTIMATOR_FORCE_TESTS is unset for the runs: it
+would turn a skip into a failure that reads as caught).
 
 The baseline runs by default, once, before the mutations: every named test on the unmutated
 copy. An entry with a test that does not pass there reports `error: fails unmutated` and is not
@@ -62,6 +65,7 @@ TIMEOUT_S = 1200
 PASSED, FAILED, ERRORED, SKIPPED, SETUP_ERROR, MISSING = (
     "passed", "failed", "errored", "skipped", "setup error", "not in the report")
 CAUGHT_STATUSES = (FAILED, ERRORED)
+NO_SUCH_TEST = "no such test"
 
 
 @dataclasses.dataclass
@@ -74,7 +78,7 @@ class Mutation:
 
 
 @dataclasses.dataclass
-class TestOutcome:
+class ReportedOutcome:
     status: str       # one of PASSED ... MISSING
     message: str = ""
 
@@ -96,10 +100,7 @@ CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")   # Markdown code spans: ``a `
 def code_spans(text: str) -> list[str]:
     spans = []
     for match in CODE_SPAN.finditer(text):
-        span = match.group(2)
-        if len(span) > 2 and span.startswith(" ") and span.endswith(" "):
-            span = span[1:-1]
-        spans.append(span)
+        spans.append(match.group(2).strip())   # ``a `b` `` needs a space before its closing run
     return spans
 
 
@@ -219,9 +220,9 @@ def first_line(text: str | None, limit: int = 200) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def read_junit(xml_text: str) -> tuple[dict[tuple[str, str], TestOutcome], list[str]]:
+def read_junit(xml_text: str) -> tuple[dict[tuple[str, str], ReportedOutcome], list[str]]:
     """Each test case of a pytest junit report, and the collection errors (a file's name and message)."""
-    cases: dict[tuple[str, str], TestOutcome] = {}
+    cases: dict[tuple[str, str], ReportedOutcome] = {}
     collection_errors = []
     for case in ET.fromstring(xml_text).iter("testcase"):
         key = (case.get("classname", ""), case.get("name", ""))
@@ -230,19 +231,19 @@ def read_junit(xml_text: str) -> tuple[dict[tuple[str, str], TestOutcome], list[
             collection_errors.append(f"{key[1]}: {first_line(error.text)}")
             continue
         if error is not None:   # pytest reports an exception in a test's body as a failure; errors are fixtures'
-            outcome = TestOutcome(SETUP_ERROR, f"{error.get('message', '')}: {first_line(error.text)}")
+            outcome = ReportedOutcome(SETUP_ERROR, f"{error.get('message', '')}: {first_line(error.text)}")
         elif failure is not None:
-            outcome = TestOutcome(FAILED, first_line(failure.get("message") or failure.text))
+            outcome = ReportedOutcome(FAILED, first_line(failure.get("message") or failure.text))
         elif skipped is not None:
-            outcome = TestOutcome(SKIPPED, first_line(skipped.get("message")))
+            outcome = ReportedOutcome(SKIPPED, first_line(skipped.get("message")))
         else:
-            outcome = TestOutcome(PASSED)
+            outcome = ReportedOutcome(PASSED)
         cases[key] = outcome
     return cases, collection_errors
 
 
 def pytest_outcomes(tests: list[str], xml_text: str | None, log_text: str,
-                    why_no_report: str = "") -> dict[str, TestOutcome]:
+                    why_no_report: str = "") -> dict[str, ReportedOutcome]:
     """The outcome of each pytest id in `tests`, from the junit report and pytest's output."""
     not_found = {m.group(1).strip() for m in re.finditer(r"^ERROR: (?:file or directory )?not found: (.+?)(?: \(|$)", log_text, flags=re.M)}
     cases, collection_errors = read_junit(xml_text) if xml_text else ({}, [])
@@ -253,7 +254,7 @@ def pytest_outcomes(tests: list[str], xml_text: str | None, log_text: str,
             continue
         file = test.partition("::")[0]
         if any(found.endswith(test) for found in not_found):
-            reason = "no such test"
+            reason = NO_SUCH_TEST
         elif collection_errors:
             mine = [e for e in collection_errors if e.startswith(junit_module(file) + ":")]
             reason = "collection error: " + "; ".join(mine or collection_errors)
@@ -263,17 +264,17 @@ def pytest_outcomes(tests: list[str], xml_text: str | None, log_text: str,
             reason = why_no_report
         else:
             reason = "no such test (pytest ran without it)"
-        out[test] = TestOutcome(MISSING, reason)
+        out[test] = ReportedOutcome(MISSING, reason)
     return out
 
 
-def read_testthat(json_text: str) -> tuple[dict[tuple[str, str], TestOutcome], dict]:
+def read_testthat(json_text: str) -> tuple[dict[tuple[str, str], ReportedOutcome], dict]:
     """Each test of the R driver's report, by (file, description), and its facts about the R session."""
     report = json.loads(json_text)
-    cases: dict[tuple[str, str], TestOutcome] = {}
+    cases: dict[tuple[str, str], ReportedOutcome] = {}
     for row in report["tests"]:
         key = (row["file"], row["test"])
-        outcome = TestOutcome(row["status"], row.get("message") or "")
+        outcome = ReportedOutcome(row["status"], row.get("message") or "")
         previous = cases.get(key)
         # a description used twice in one file: the pair is caught only if both copies are
         if previous is None or previous.status in CAUGHT_STATUSES:
@@ -285,7 +286,7 @@ OUTSIDE_TESTS = "(code run outside of `test_that()`)"
 
 
 def testthat_outcomes(tests: list[str], json_text: str | None, why_no_report: str = "",
-                      existing_files: set[str] | None = None) -> dict[str, TestOutcome]:
+                      existing_files: set[str] | None = None) -> dict[str, ReportedOutcome]:
     cases, _ = read_testthat(json_text) if json_text else ({}, {})
     out = {}
     for test in tests:
@@ -303,11 +304,11 @@ def testthat_outcomes(tests: list[str], json_text: str | None, why_no_report: st
             reason = why_no_report
         else:
             reason = "no such test in the file"
-        out[test] = TestOutcome(MISSING, reason)
+        out[test] = ReportedOutcome(MISSING, reason)
     return out
 
 
-def classify(outcomes: dict[str, TestOutcome]) -> tuple[str, str]:
+def classify(outcomes: dict[str, ReportedOutcome]) -> tuple[str, str]:
     """(result, detail) of one entry from its tests' outcomes."""
     short = {test: test.rsplit("/", 1)[-1] for test in outcomes}
     broken = [f"{short[t]}: {o.status}" + (f" ({o.message})" if o.message else "")
@@ -323,7 +324,7 @@ def classify(outcomes: dict[str, TestOutcome]) -> tuple[str, str]:
     return "partly", f"passed: {names}"
 
 
-def baseline_failures(tests: list[str], outcomes: dict[str, TestOutcome]) -> str:
+def baseline_failures(tests: list[str], outcomes: dict[str, ReportedOutcome]) -> str:
     """Why the tests of an entry do not all pass unmutated ('' when they do)."""
     bad = [f"{t.rsplit('/', 1)[-1]}: {outcomes[t].status}" + (f" ({outcomes[t].message})" if outcomes[t].message
                                                                  else "")
@@ -491,22 +492,33 @@ class Runner:
                         pass
         return code, time.monotonic() - start
 
-    def run_pytest(self, tests: list[str], name: str) -> dict[str, TestOutcome]:
+    def run_pytest(self, tests: list[str], name: str) -> dict[str, ReportedOutcome]:
+        outcomes = self._pytest_once(tests, name)
+        # pytest runs nothing when one id is missing: the others run again without the missing ones
+        missing = [t for t, o in outcomes.items() if o.status == MISSING and o.message == NO_SUCH_TEST]
+        rest = [t for t in tests if t not in missing]
+        if missing and rest:
+            outcomes.update(self._pytest_once(rest, f"{name}.rerun"))
+        return outcomes
+
+    def _pytest_once(self, tests: list[str], name: str) -> dict[str, ReportedOutcome]:
         report, log = self.logs / f"{name}.pytest.xml", self.logs / f"{name}.pytest.log"
         report.unlink(missing_ok=True)
-        code, _ = self._run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             f"--junitxml={report}", *tests], log)
+        # --rootdir: the junit report names tests relative to it (tests.python.test_x), as the ids are;
+        # --continue-on-collection-errors: a file that cannot be imported does not stop the others
+        code, _ = self._run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={self.root}",
+                             "--continue-on-collection-errors", f"--junitxml={report}", *tests], log)
         why = f"timed out after {TIMEOUT_S} s" if code is None else f"pytest exit {code} without a report; see {log}"
         xml_text = report.read_text() if report.is_file() and report.stat().st_size else None
         return pytest_outcomes(tests, xml_text, log.read_text(errors="replace"), why)
 
-    def run_testthat(self, tests: list[str], name: str) -> dict[str, TestOutcome]:
+    def run_testthat(self, tests: list[str], name: str) -> dict[str, ReportedOutcome]:
         files = list(dict.fromkeys(split_test_id(t)[1] for t in tests))
         existing = [f for f in files if (self.root / f).is_file()]
         if not self.r_available:
-            return {t: TestOutcome(MISSING, "R is not installed") for t in tests}
+            return {t: ReportedOutcome(MISSING, "R is not installed") for t in tests}
         if self.install_error:
-            return {t: TestOutcome(MISSING, self.install_error) for t in tests}
+            return {t: ReportedOutcome(MISSING, self.install_error) for t in tests}
         if not existing:
             return testthat_outcomes(tests, None, existing_files=set(existing))
         driver, spec, report, log = (self.logs / "run_testthat.R", self.logs / f"{name}.testthat-spec.json",
@@ -530,10 +542,10 @@ class Runner:
         text = report.read_text()
         problems = session_problems(self.root, read_testthat(text)[1], self.installed_digest is not None)
         if problems:
-            return {t: TestOutcome(MISSING, f"not the scratch copy's code: {problems}") for t in tests}
+            return {t: ReportedOutcome(MISSING, f"not the scratch copy's code: {problems}") for t in tests}
         return testthat_outcomes(tests, text, existing_files=set(existing))
 
-    def run(self, tests: list[str], name: str) -> dict[str, TestOutcome]:
+    def run(self, tests: list[str], name: str) -> dict[str, ReportedOutcome]:
         """The outcome of each test id in `tests` on the scratch copy as it is now."""
         self.ensure_r_package()
         outcomes = {}
