@@ -156,11 +156,14 @@ def scratch_copy(dest: Path, repo: Path = REPO) -> None:
         if name.split("/", 1)[0] == PRIVATE_R_LIBRARY:   # someone's installed package, not the repository
             continue
         src = repo / name
-        if src.is_symlink() or not src.is_file():   # deleted in the working tree but still in the index; .venv
+        if not src.is_file():   # deleted in the working tree but still in the index; a link to a folder (.venv)
             continue
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
+        # a relative link stays a link (inst/schema/run_columns.json -> python/...): a break of its
+        # target is a break of both, as in the repository
+        relative_link = src.is_symlink() and not os.path.isabs(os.readlink(src))
+        shutil.copy2(src, target, follow_symlinks=not relative_link)
 
 
 def link_shared(work: Path, repo: Path = REPO) -> Path | None:

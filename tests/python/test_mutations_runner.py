@@ -284,3 +284,26 @@ def test_end_to_end_on_a_tiny_repository(tmp_path):
                             cwd=repo, capture_output=True, text=True, check=True).stdout
     assert listed == ("M2. Off by one\n    tests/python/test_tiny.py::test_add\n"
                       "    tests/python/test_tiny.py::test_positive\n")
+
+
+def test_the_scratch_copy_holds_tracked_and_untracked_files_keeps_relative_links_and_skips_rlib(tmp_path):
+    repo, dest = tmp_path / "repo", tmp_path / "scratch"
+    write(repo / "python" / "schema.json", "{}\n")
+    (repo / "inst").mkdir()
+    (repo / "inst" / "schema.json").symlink_to(Path("..") / "python" / "schema.json")
+    write(repo / "R" / "new.R", "x <- 1\n")                             # untracked, not ignored
+    write(repo / ".rlib" / "tpuestimatorr" / "DESCRIPTION", "installed\n")   # someone's private library
+    write(repo / "build" / "junk.txt", "ignored\n")
+    write(repo / ".gitignore", "build/\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "python", "inst", ".gitignore"], cwd=repo, check=True)
+    (repo / "python" / "gone.py").touch()
+    subprocess.run(["git", "add", "python/gone.py"], cwd=repo, check=True)
+    (repo / "python" / "gone.py").unlink()                             # deleted, still in the index
+    mutations.scratch_copy(dest, repo)
+    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() or p.is_symlink())
+    assert copied == [".gitignore", "R/new.R", "inst/schema.json", "python/schema.json"]
+    assert (dest / "inst" / "schema.json").is_symlink()
+    (dest / "python" / "schema.json").write_text('{"broken": true}\n')
+    assert (dest / "inst" / "schema.json").read_text() == '{"broken": true}\n'
+    assert (repo / "inst" / "schema.json").read_text() == "{}\n"
