@@ -53,9 +53,6 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
     if len(train_idx) == 0:
         raise DataError(f"{name}: {len(frame)} row(s) leave no training rows with split={split}; add rows or "
                         "lower the eval fraction.")
-    if len(eval_idx) == 0:
-        raise DataError(f"{name}: {len(frame)} row(s) leave no evaluation rows with split={split}; raise split "
-                        "(e.g. 0.2), add rows, or give an eval table as split.")
     overrides = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (feature_columns or {}).items()}
     unknown = sorted(k for k, v in overrides.items() if k not in frame.columns and
                      not (isinstance(v, Mapping) and v.get("type") == "crossed"))
@@ -97,6 +94,10 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
     check_input_names(list(columns), where=name)
     for col, column in record_columns(columns).items():
         check_missing(col, values_by_column[col], column, where=name)
+    if len(eval_idx) == 0:  # after the columns' own errors, which a larger table would meet too
+        held = " (held out per class, rounded)" if task == "classification" else ""
+        raise DataError(f"{name}: {len(frame)} row(s) leave no evaluation rows with split={split}{held}; raise "
+                        "split, add rows, or give an eval table as split.")
     return {"task": task, "vocabulary": vocab, "feature_columns": columns, "train": train_idx, "eval": eval_idx,
             "labels": labels, "values": values_by_column, "label": label, "name": name,
             "label_stats": label_stats(labels[train_idx]) if task == "regression" else None}
