@@ -135,7 +135,7 @@ def check_table_model_dir(model_dir: str, fingerprint: str, *, resume: bool = Fa
     """
     import json
 
-    from tpuestimator.jobs.modeldir import ModelDirConflictError, _ways_out, checkpoint_step
+    from tpuestimator.jobs.modeldir import ModelDirConflictError, checkpoint_step, ways_out
 
     step = checkpoint_step(model_dir)
     if step is None or resume:
@@ -151,7 +151,7 @@ def check_table_model_dir(model_dir: str, fingerprint: str, *, resume: bool = Fa
             f"has no {TABLE_FILE} saying which table trained it")
     raise ModelDirConflictError(
         f"model dir {model_dir} holds a checkpoint (step {step}) that {what}; continuing it would report that "
-        f"training's model as this table's. {_ways_out(model_dir)}",
+        f"training's model as this table's. {ways_out(model_dir)}",
         model_dir=model_dir, step=step, differences={"table": (recorded, fingerprint)})
 
 
