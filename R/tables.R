@@ -5,20 +5,29 @@
 
 # A data frame -> the pandas data frame tpuestimator.tables reads. Integer columns with NA go as
 # doubles (NaN), character and logical columns with NA as lists with None (reticulate would send
-# "NA" strings and TRUE there).
-r_table_to_py <- function(data, arg = "data") {
+# "NA" strings and TRUE there). Dates become days since 1970-01-01 and date-times (POSIXct)
+# seconds since 1970-01-01 UTC, numbers a model reads (with a message when `notes`).
+r_table_to_py <- function(data, arg = "data", notes = FALSE) {
   if (!is.data.frame(data)) arg_error(arg, data, "a data frame")
   if (!nrow(data)) arg_error(arg, data, "a data frame with at least one row")
   data <- as.data.frame(data, stringsAsFactors = FALSE)
   na_columns <- list()
   for (name in names(data)) {
     x <- data[[name]]
+    if (inherits(x, "Date") || inherits(x, "POSIXt")) {
+      unit <- if (inherits(x, "Date")) "days" else "seconds"
+      x <- data[[name]] <- as.numeric(if (inherits(x, "POSIXlt")) as.POSIXct(x) else x)
+      if (notes) message("Column `", name, "` holds dates: the model reads them as ", unit, " since 1970-01-01",
+                         if (unit == "seconds") " UTC" else "", " (a number); convert it yourself to choose.")
+    }
     if (is.integer(x) && !is.factor(x) && anyNA(x)) data[[name]] <- as.numeric(x)
     if ((is.character(x) || is.logical(x)) && anyNA(x)) {
       na_columns[[name]] <- lapply(x, function(v) if (is.na(v)) NULL else v)
     }
     if (!is.numeric(x) && !is.character(x) && !is.logical(x) && !is.factor(x)) {
-      arg_error(paste0(arg, "$", name), x, "a numeric, integer, logical, factor or character column")
+      stop("`", arg, "$", name, "` is a column of class ", paste(class(x), collapse = "/"), ", which a model ",
+           "cannot read. Convert it to numbers (e.g. as.numeric()), a factor or character; Date and POSIXct ",
+           "columns are read as days and seconds since 1970-01-01.", call. = FALSE)
     }
   }
   frame <- reticulate::r_to_py(data)
@@ -54,12 +63,20 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   tfruns_dir <- tfruns_active_run_dir()  # defined in tfruns.R; NULL outside tfruns::training_run()
   # Inside training_run(), a folder per run that tfruns does not copy (as run_job's default
   # model dir there), so each run of a tuning_run() trains its own model.
-  default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label)) else
+  # One default folder per label and model, so two canned models on one label do not meet.
+  default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label, "-", model)) else
     file.path(dirname(tfruns_dir), ".models", basename(tfruns_dir))
   out_dir <- model_dir %||% default_dir
-  frame <- r_table_to_py(table)
+  frame <- r_table_to_py(table, notes = verbose)
+  if (is.null(task) && verbose) {
+    note <- with_python(py_bridge()$table_task_note(frame, label))
+    if (!is.null(note)) message(note)
+  }
+  split <- if (is.data.frame(split)) r_table_to_py(split, "split") else split
   args <- list(frame, label, normalizePath(out_dir, mustWork = FALSE), model = model,
-               split = as.numeric(split), overrides = as.list(overrides), export = export)
+               split = split, overrides = as.list(overrides), export = export)
+  # `model_dir =` is the model's folder itself (its table under model_dir/data).
+  if (!is.null(model_dir)) args$model_dir <- normalizePath(model_dir, mustWork = FALSE)
   if (!is.null(flags)) args$flags_json <- r_to_json(flags)
   args$run_dir <- tfruns_dir
   if (!is.null(task)) args$task <- as_string(task, "task")

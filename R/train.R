@@ -93,14 +93,17 @@
 #' @param label With a data frame as `cfg`: the column to predict.
 #' @param model With a data frame or formula: the canned model, `"linear"`,
 #'   `"dnn"` (default) or `"wide_and_deep"`, a classifier for a factor,
-#'   character, logical or integer label and a regressor for a numeric one.
+#'   character or logical label and for integers with at most 20 distinct values
+#'   (at most half as many as rows), a regressor otherwise (a message says which
+#'   and why).
 #'   Otherwise a model name that replaces the configuration's `model`.
 #' @param feature_columns With a data frame: per-column fields replacing the
 #'   inferred feature columns (see [tpu_feature_columns()]).
 #' @param missing With a data frame: a missing-value policy for every column
 #'   (`"mean"`, `"zero"`, `"oov"`) or a named list of them; without one, an NA in
 #'   a feature is an error naming the column and the rows.
-#' @param split With a data frame: the fraction of rows held out for evaluation.
+#' @param split With a data frame: the fraction of rows held out for evaluation,
+#'   strictly between 0 and 1, or a data frame of evaluation rows with the same columns.
 #' @param task With a data frame: `"classification"` or `"regression"` (default
 #'   inferred from the label).
 #' @section Tables:
@@ -109,7 +112,10 @@
 #' for evaluation), the feature columns inferred from the training rows
 #' (numbers normalized, factors and character columns looked up in their
 #' vocabulary with an out-of-vocabulary bucket, logicals as ids), written with
-#' the records into `model_dir/data/manifest.json`, and the model exported so
+#' the records into `model_dir/data/manifest.json` (`model_dir`: default
+#' `models/table-<label>-<model>/model`; a folder trained on other rows is refused
+#' unless `resume = TRUE`; `Date` and `POSIXct` columns are read as days and seconds
+#' since 1970-01-01), and the model exported so
 #' that [predict()] takes a data frame. Configuration overrides go in `...`
 #' (`train.max_steps = 500L`, `params.hidden_units = list(32L, 16L)`).
 #' `flags` apply as for a configuration; the short names of the canned models'

@@ -80,5 +80,5 @@ test_that("the README's Tables examples and examples/R/tables.R run", {
   expect_s3_class(env$fit, "tpu_run")
   example <- file.path(root, "examples", "R", "tables.R")
   withr::with_dir(work, quietly(source(example, local = new.env())))
-  expect_true(dir.exists(file.path(work, "models", "table-mpg")))
+  expect_true(dir.exists(file.path(work, "models", "table-mpg-linear")))
 })

@@ -400,7 +400,7 @@ def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = Non
 
 @r_interruptible
 def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
-                split: float = 0.2, feature_columns: Mapping[str, Any] | None = None,
+                split: Any = 0.2, feature_columns: Mapping[str, Any] | None = None,
                 missing: Any = None, overrides: Sequence[str] = (), flags_json: str | None = None,
                 **job_kwargs: Any) -> Any:
     """`tpuestimator.tables.train_table` from R (config overrides as `section.field=value` strings,
@@ -408,9 +408,21 @@ def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: 
     from tpuestimator.tables import train_table as _train_table
 
     flags = json.loads(flags_json) if flags_json else None
-    return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=float(split),
+    return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=split,
                         feature_columns=feature_columns, missing=missing, overrides=list(overrides), flags=flags,
                         **job_kwargs)
+
+
+def table_task_note(frame: Any, label: str) -> str | None:
+    """The line saying which task `tpu_train()` infers from the label column, why, and how to
+    choose the other (`tpuestimator.tables.frames.task_from_label`); None when there is no such column."""
+    from tpuestimator.tables.frames import column_values, read_table, task_from_label, task_message
+
+    frame, _ = read_table(frame)
+    if label not in frame.columns:
+        return None
+    task, why = task_from_label(*column_values(frame[label]))
+    return task_message(label, task, why)
 
 
 def table_export(export_dir: str) -> dict | None:

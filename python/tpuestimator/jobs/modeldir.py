@@ -119,7 +119,8 @@ def config_differences(recorded: Mapping[str, Any], new: Mapping[str, Any]) -> d
     return out
 
 
-def _ways_out(model_dir: str) -> str:
+def ways_out(model_dir: str) -> str:
+    """The choices a refused model dir leaves (resume, a new model dir, a warm start), one sentence."""
     return ("Choose one: pass --resume (R: resume = TRUE) to continue from this checkpoint anyway; train "
             "into a new model dir (--model-dir DIR, R: model_dir =, or run.model_dir); or start a new "
             f"training from its weights with --set train.warm_start_from={model_dir} and a new model dir.")
@@ -157,14 +158,14 @@ def check_model_dir(config: JobConfig, model_dir: str | os.PathLike, *, resume: 
     if not isinstance(recorded, Mapping):
         raise ModelDirConflictError(
             f"model dir {model_dir} holds a checkpoint (step {step}) without a readable {CONFIG_FILE}, so "
-            f"nothing says which settings trained it. {_ways_out(model_dir)}",
+            f"nothing says which settings trained it. {ways_out(model_dir)}",
             model_dir=model_dir, step=step, differences={})
     differences = config_differences(recorded, config.to_dict())  # field by field against the recorded file
     if differences:
         shown = "; ".join(f"{field}: {old!r} -> {new!r}" for field, (old, new) in differences.items())
         raise ModelDirConflictError(
             f"model dir {model_dir} holds a checkpoint (step {step}) trained with other settings ({shown}); "
-            f"continuing it would record these settings with that training's results. {_ways_out(model_dir)}",
+            f"continuing it would record these settings with that training's results. {ways_out(model_dir)}",
             model_dir=model_dir, step=step, differences=differences)
     max_steps = config.train.max_steps
     if config.train.steps is None and isinstance(max_steps, int) and not isinstance(max_steps, bool) \
@@ -172,7 +173,7 @@ def check_model_dir(config: JobConfig, model_dir: str | os.PathLike, *, resume: 
         raise ModelDirConflictError(
             f"model dir {model_dir} holds a checkpoint at step {step}, past train.max_steps={max_steps}: nothing "
             f"would be trained, and the run would record max_steps={max_steps} with a {step}-step model. "
-            f"{_ways_out(model_dir)}",
+            f"{ways_out(model_dir)}",
             model_dir=model_dir, step=step, differences={"train.max_steps": (None, max_steps)})
     return step
 

@@ -22,11 +22,16 @@ on data that is no table is the plain `tabular.linear`.
 """
 from __future__ import annotations
 
+import logging
+
 from tpuestimator.errors import ConfigError, ModelFnError
 from tpuestimator.models import tabular
 from tpuestimator.models.column_spec import ColumnSpec, parse_columns
 from tpuestimator.models.feature_columns import check_input_names, input_name
 from tpuestimator.models.heads import head_spec, output_units
+
+log = logging.getLogger(__name__)
+_TOLD_EMPTY_PART: set = set()
 
 # The parameters each canned model reads and their defaults when `params` leaves them out
 # (tables.api maps a run's short flag names, e.g. `learning_rate`, through these).
@@ -200,8 +205,7 @@ def wide_and_deep(params: dict):
 
     columns = _columns(params)
     inputs = _inputs(params)
-    wide_names = [n for n, c in columns.items() if c.model_part in ("wide", "both")]
-    deep_names = [n for n, c in columns.items() if c.model_part in ("deep", "both") and c.stored]
+    wide_names, deep_names = wide_and_deep_parts(columns)
     units = output_units(params)
     wide = _wide_logits(inputs, columns, units, wide_names, "wide", _l2(params))
     deep = keras.layers.Dense(units, dtype="float32", name="deep_outputs")(
@@ -211,6 +215,23 @@ def wide_and_deep(params: dict):
     optimizer = part_optimizers(wide=_optimizer(params, "linear_", default="ftrl", learning_rate=0.05),
                                 deep=_optimizer(params), wide_prefix="wide_")
     return head_spec(params, model, optimizer, **_serving(params))
+
+
+def wide_and_deep_parts(columns: dict[str, ColumnSpec]) -> tuple[list[str], list[str]]:
+    """(wide columns, deep columns) of `wide_and_deep`: by each column's `part`; when one part
+    would get no column (an all-numeric table has nothing for the wide part), every column goes
+    into both, as DNNLinearCombined accepted an empty part, with one info line saying so."""
+    wide = [n for n, c in columns.items() if c.model_part in ("wide", "both")]
+    deep = [n for n, c in columns.items() if c.model_part in ("deep", "both") and c.stored]
+    empty = "wide" if not wide else ("deep" if not deep else None)
+    if empty is None:
+        return wide, deep
+    told = (empty, tuple(columns))
+    if told not in _TOLD_EMPTY_PART:  # the model is built for training, evaluation and export: one line
+        _TOLD_EMPTY_PART.add(told)
+        log.info("wide_and_deep: no column is in the %s part (part: %s or both), so every column goes into both parts "
+                 "(set data.feature_columns.<column>.part to choose).", empty, empty)
+    return list(columns), [n for n, c in columns.items() if c.stored]
 
 
 def part_optimizers(*, wide, deep, wide_prefix: str):

@@ -21,6 +21,7 @@ Nothing here imports TensorFlow; statistics come from the TRAINING split only.
 from __future__ import annotations
 
 import copy
+import keyword
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -222,13 +223,16 @@ def validate_column(name: str, column: dict, columns: Mapping[str, dict], *,
 
 
 def input_name(column: str) -> str:
-    """A column's name as the model's input and in its layers' names: lower case, every character
-    but letters and digits replaced by `_`, `arg_` in front of a leading non-letter. Keras refuses
-    `/` in names and TensorFlow renames a signature's inputs the same way (`Petal.Length` ->
-    `petal_length`), so the export's `features` signature takes these names; the records, the
-    manifest and `predict_table` keep the column's own name."""
+    """A column's name as the model's input and in its layers' names: a valid, non-keyword Python
+    identifier, in lower case, every character but letters and digits replaced by `_`, `arg_` in
+    front of a leading non-letter and `_` after a Python keyword (`Class` -> `class_`). Keras
+    refuses `/` in names, TensorFlow renames a signature's inputs the same way (`Petal.Length` ->
+    `petal_length`) and `tf.saved_model.save` refuses a keyword as an input (a signature's inputs
+    are a Python function's parameters), so the export's `features` signature takes these names;
+    the records, the manifest and `predict_table` keep the column's own name."""
     swapped = "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in str(column))
-    return (swapped if swapped[:1].isalpha() else "arg_" + swapped).lower()
+    name = (swapped if swapped[:1].isalpha() else "arg_" + swapped).lower()
+    return name + "_" if keyword.iskeyword(name) else name
 
 
 def check_input_names(names: Sequence[str], *, where: str) -> None:
@@ -242,7 +246,8 @@ def check_input_names(names: Sequence[str], *, where: str) -> None:
         key = input_name(name)
         if key in seen:
             raise DataError(f"{where}: columns {seen[key]!r} and {name!r} both become the model input {key!r} (a "
-                            "model's input names keep letters and digits only, in lower case). Rename one of them.",
+                            "model's input names keep letters and digits only, in lower case, with `_` after a "
+                            "Python keyword). Rename one of them.",
                             feature=name)
         seen[key] = name
 

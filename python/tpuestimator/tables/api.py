@@ -49,16 +49,20 @@ def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str
 
 
 def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: str = "dnn",
-                task: str | None = None, split: float = 0.2, seed: int = 0,
+                task: str | None = None, split: Any = 0.2, seed: int = 0,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
                 config: Mapping[str, Any] | None = None, runs_dir: str | None = None,
                 model_dir: str | None = None, flags: Mapping[str, Any] | None = None, **job_kwargs):
     """Writes `source` as a table under `out_dir/data`, trains `model` on it into `out_dir/model`
     (evaluating on the held-out split, exporting at the end) and returns the `JobResult`.
 
+    The model dir records the table's fingerprint (`TABLE_FILE`): a checkpoint trained on other
+    rows, columns or split is never continued silently (`check_table_model_dir`).
+
     Args:
       source: a pandas DataFrame, a `.csv` / `.parquet` path or a dict of columns.
-      label, task, split, seed, feature_columns, missing: as `write_table`.
+      label, task, split, seed, feature_columns, missing: as `write_table` (`split`: the eval
+        fraction, strictly between 0 and 1, or an eval table).
       model: `linear`, `dnn` or `wide_and_deep` (or any model name a config takes).
       config: config sections merged over the defaults (`table_config`).
       runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
@@ -67,23 +71,88 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       job_kwargs: passed to `tpuestimator.jobs.job.run_job` (overrides, progress, hooks, ...).
 
     Raises:
-      ConfigError: a flag that names no configuration field (before anything is written).
+      ConfigError: a flag that names no configuration field, or a bad `split` (before anything is written).
+      ModelDirConflictError: the model dir holds a checkpoint of another table (before anything is written).
     """
     from tpuestimator.jobs.job import run_job
-    from tpuestimator.tables.write import write_table
+    from tpuestimator.tables.frames import read_table
+    from tpuestimator.tables.write import check_split, is_table, write_table
 
+    check_split(split)
     out_dir = os.path.abspath(os.fspath(out_dir))
+    model_dir = os.path.abspath(os.fspath(model_dir)) if model_dir else os.path.join(out_dir, "model")
     if flags:
         # Mapped against the config the training will use (its manifest is written below), so
         # an unknown flag stops the call before the table is written.
         planned = table_config(os.path.join(out_dir, "data", "manifest.json"), model=model, config=config)
         overrides = list(job_kwargs.get("overrides", ()))
         job_kwargs["overrides"] = overrides + table_flag_overrides(planned, model, overrides, flags)
-    manifest = write_table(source, os.path.join(out_dir, "data"), label=label, task=task, split=split, seed=seed,
+    frame, _ = read_table(source)
+    eval_frame = read_table(split)[0] if is_table(split) else None
+    fingerprint = table_fingerprint(frame, eval_frame, label=label, task=task, split=None if is_table(split) else
+                                    split, seed=seed, feature_columns=feature_columns, missing=missing)
+    check_table_model_dir(model_dir, fingerprint, resume=bool(job_kwargs.get("resume", False)))
+    manifest = write_table(frame, os.path.join(out_dir, "data"), label=label, task=task,
+                           split=split if eval_frame is None else eval_frame, seed=seed,
                            feature_columns=feature_columns, missing=missing, overwrite=True)
+    from tpuestimator.system.io import atomic_write_json
+
+    os.makedirs(model_dir, exist_ok=True)
+    atomic_write_json(os.path.join(model_dir, TABLE_FILE), {"fingerprint": fingerprint, "manifest": manifest["path"]})
     cfg = table_config(manifest["path"], model=model, config=config)
-    return run_job(cfg, model_dir=model_dir or os.path.join(out_dir, "model"),
-                   runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
+    return run_job(cfg, model_dir=model_dir, runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
+
+
+# In a table model's model dir: the fingerprint of the table its checkpoints were trained on.
+TABLE_FILE = "table.json"
+
+
+def table_fingerprint(frame: Any, eval_frame: Any = None, **settings: Any) -> str:
+    """A SHA-256 of a table's rows (column names, dtypes, every value; the eval table's too) and of
+    the settings that shape its records (`label`, `task`, `split`, `seed`, `feature_columns`,
+    `missing`): two tables with the same fingerprint write the same records."""
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for part in (frame, eval_frame):
+        if part is None:
+            continue
+        digest.update(json.dumps([[c, str(t)] for c, t in part.dtypes.items()]).encode())
+        digest.update(pd.util.hash_pandas_object(part, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_table_model_dir(model_dir: str, fingerprint: str, *, resume: bool = False) -> None:
+    """Refuses to continue a model dir's checkpoint trained on another table (other rows, columns
+    or split), as a changed setting is refused (`tpuestimator.jobs.modeldir`): before anything is
+    written. Nothing to check without a checkpoint, or with `resume`.
+
+    Raises:
+      ModelDirConflictError: naming the model dir, its step and the choices (resume, a new model dir).
+    """
+    import json
+
+    from tpuestimator.jobs.modeldir import ModelDirConflictError, checkpoint_step, ways_out
+
+    step = checkpoint_step(model_dir)
+    if step is None or resume:
+        return
+    try:
+        with open(os.path.join(model_dir, TABLE_FILE), encoding="utf-8") as f:
+            recorded = json.load(f).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded == fingerprint:
+        return
+    what = ("was trained on another table (other rows, columns or split)" if recorded else
+            f"has no {TABLE_FILE} saying which table trained it")
+    raise ModelDirConflictError(
+        f"model dir {model_dir} holds a checkpoint (step {step}) that {what}; continuing it would report that "
+        f"training's model as this table's. {ways_out(model_dir)}",
+        model_dir=model_dir, step=step, differences={"table": (recorded, fingerprint)})
 
 
 def predict_table(export_dir: str | os.PathLike, frame: Any, *, batch_size: int = 1024,

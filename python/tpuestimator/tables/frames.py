@@ -4,6 +4,7 @@ turned into what the records store (class ids, or float32 numbers for regression
 """
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,6 +13,8 @@ import numpy as np
 
 from tpuestimator.errors import DataError
 from tpuestimator.models.feature_columns import missing_mask
+
+log = logging.getLogger(__name__)
 
 TASKS = ("classification", "regression")
 
@@ -47,7 +50,40 @@ def read_table(source: Any):
         raise DataError(f"{name}: the table has no rows.")
     frame = frame.copy()
     frame.columns = [str(c) for c in frame.columns]
+    for column in frame.columns:
+        series = frame[column]
+        converted = _dates_as_numbers(series, column, name)
+        if converted is not series:
+            frame[column] = converted
     return frame, name
+
+
+def _dates_as_numbers(series, column: str, name: str):
+    """A date-time column as seconds since 1970-01-01 UTC (float64; a time zone's offset applied),
+    other columns as they are.
+
+    Raises:
+      DataError: a column of Python `date` / `datetime` objects (no date-time dtype), naming the
+        column and the conversion, without its values.
+    """
+    import datetime
+
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(series.dtype):
+        utc = series.dt.tz_convert("UTC").dt.tz_localize(None) if series.dt.tz is not None else series
+        seconds = (utc - pd.Timestamp("1970-01-01")).dt.total_seconds()
+        log.info("%s: column %r holds dates and times: the model reads them as seconds since 1970-01-01 UTC (a "
+                 "number); give days or another unit as a number column to choose.", name, column)
+        return seconds.astype(np.float64)
+    if series.dtype == object:
+        first = next((v for v in series if v is not None and not (isinstance(v, float) and np.isnan(v))), None)
+        if isinstance(first, (datetime.date, datetime.time, pd.Timedelta, datetime.timedelta)):
+            raise DataError(f"{name}: column {column!r} holds {type(first).__name__} objects, which a model cannot "
+                            f"read. Convert it to a number (e.g. days since 1970-01-01), or to a date-time column "
+                            f"(pandas.to_datetime(frame[{column!r}])), which is read as seconds since 1970-01-01.",
+                            feature=column)
+    return series
 
 
 def column_values(series) -> tuple[np.ndarray, list[str] | None]:
@@ -74,16 +110,51 @@ def column_values(series) -> tuple[np.ndarray, list[str] | None]:
     return values, None
 
 
-def infer_task(values: np.ndarray, levels: list[str] | None) -> str:
-    """Classification for factors, strings, bools and integers; regression for other numbers."""
-    if levels is not None or values.dtype.kind in "OUSb":
-        return "classification"
+# The task from the label (`task_from_label`): an integer label is a class label when it has at
+# most this many distinct values, and at most half as many as the table has rows; more (a count, a
+# price in whole units) make it a regression.
+MAX_INFERRED_CLASSES = 20
+
+
+def task_from_label(values: np.ndarray, levels: list[str] | None) -> tuple[str, str]:
+    """(task, why) of a label column when no task is given: the rule README's Tables section states.
+
+    - factors, strings and logicals: classification;
+    - integers: classification with at most `MAX_INFERRED_CLASSES` distinct values and at most
+      half as many distinct values as rows (each class seen twice on average), else regression;
+    - other numbers: regression, unless all are whole numbers with at most 2 distinct values.
+    """
+    if levels is not None:
+        return "classification", "a factor"
+    if values.dtype.kind in "OUSb":
+        return "classification", "logical" if values.dtype.kind == "b" else "text"
+    present = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+    distinct = len(np.unique(present))
     if values.dtype.kind in "iu":
-        return "classification"
-    present = values[~np.isnan(values)]
-    if present.size and np.all(np.mod(present, 1) == 0) and len(np.unique(present)) <= 2:
-        return "classification"
-    return "regression"
+        if distinct <= 2:
+            return "classification", f"integers with {distinct} distinct values"
+        if distinct > MAX_INFERRED_CLASSES:
+            return "regression", f"integers with {distinct} distinct values, more than {MAX_INFERRED_CLASSES}"
+        if 2 * distinct > len(values):
+            return "regression", (f"integers with {distinct} distinct values in {len(values)} rows, more than half "
+                                  "as many as rows")
+        return "classification", (f"integers with {distinct} distinct values (at most {MAX_INFERRED_CLASSES}, "
+                                  "each seen twice on average)")
+    if present.size and np.all(np.mod(present, 1) == 0) and distinct <= 2:
+        return "classification", f"whole numbers with {distinct} distinct values"
+    return "regression", "numbers"
+
+
+def infer_task(values: np.ndarray, levels: list[str] | None) -> str:
+    """The task of a label column when none is given (`task_from_label`)."""
+    return task_from_label(values, levels)[0]
+
+
+def task_message(label: str, task: str, why: str) -> str:
+    """The line telling the user which task the label chose, why, and how to choose the other."""
+    other = "regression" if task == "classification" else "classification"
+    return (f"label {label!r} holds {why}: training a {'classifier' if task == 'classification' else 'regressor'} "
+            f"({task}); pass task=\"{other}\" for a {'regressor' if other == 'regression' else 'classifier'}.")
 
 
 def label_column(frame, label: str | None, name: str, task: str | None):
@@ -111,7 +182,9 @@ def label_column(frame, label: str | None, name: str, task: str | None):
         raise DataError(f"{name}: label column {label!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
                         f"{int(rows[0]) + 1}. Drop those rows: a label cannot be imputed.", feature=label,
                         record=int(rows[0]))
-    task = task or infer_task(values, levels)
+    if task is None:
+        task, why = task_from_label(values, levels)
+        log.info("%s", task_message(label, task, why))
     if task == "regression":
         if levels is not None or values.dtype.kind in "OUS":
             bad = next((i for i, v in enumerate(values) if not _is_number(v)), 0)

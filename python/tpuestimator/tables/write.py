@@ -34,15 +34,22 @@ from tpuestimator.tables.frames import column_values, label_column, read_table
 log = logging.getLogger(__name__)
 
 
-def infer_feature_columns(source: Any, *, label: str, task: str | None = None, split: float = 0.2, seed: int = 0,
+def infer_feature_columns(source: Any, *, label: str, task: str | None = None, split: Any = 0.2, seed: int = 0,
                           feature_columns: Mapping[str, Any] | None = None,
                           missing: str | Mapping[str, str] | None = None) -> dict:
     """The plan of `write_table` without writing: {"task", "vocabulary", "feature_columns", "train", "eval"}
     (`train`/`eval`: row indices). See `write_table` for the arguments."""
+    check_split(split)
     frame, name = read_table(source)
+    n_train = len(frame)
+    if is_table(split):
+        frame = with_eval_rows(frame, name, split)
     labels, vocab, task = label_column(frame, label, name, task)
-    train_idx, eval_idx = split_indices(len(frame), float(split), seed,
-                                        labels if task == "classification" else None)
+    if is_table(split):
+        train_idx, eval_idx = np.arange(n_train), np.arange(n_train, len(frame))
+    else:
+        train_idx, eval_idx = split_indices(len(frame), float(split), seed,
+                                            labels if task == "classification" else None)
     if len(train_idx) == 0:
         raise DataError(f"{name}: {len(frame)} row(s) leave no training rows with split={split}; add rows or "
                         "lower the eval fraction.")
@@ -87,9 +94,56 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
     check_input_names(list(columns), where=name)
     for col, column in record_columns(columns).items():
         check_missing(col, values_by_column[col], column, where=name)
+    if len(eval_idx) == 0:  # after the columns' own errors, which a larger table would meet too
+        held = " (held out per class, rounded)" if task == "classification" else ""
+        raise DataError(f"{name}: {len(frame)} row(s) leave no evaluation rows with split={split}{held}; raise "
+                        "split, add rows, or give an eval table as split.")
     return {"task": task, "vocabulary": vocab, "feature_columns": columns, "train": train_idx, "eval": eval_idx,
             "labels": labels, "values": values_by_column, "label": label, "name": name,
             "label_stats": label_stats(labels[train_idx]) if task == "regression" else None}
+
+
+def is_table(value: Any) -> bool:
+    """Whether `split` names an eval table (a data frame, a dict of columns or a file path)."""
+    return isinstance(value, (str, os.PathLike, Mapping)) or (hasattr(value, "columns") and hasattr(value, "iloc"))
+
+
+def check_split(split: Any) -> None:
+    """Refuses a `split` that is neither an eval fraction strictly between 0 and 1 nor an eval table.
+
+    Raises:
+      ConfigError: naming `split`, the value and the fix (before anything is read or written).
+    """
+    if is_table(split):
+        return
+    number = isinstance(split, (int, float, np.integer, np.floating)) and not isinstance(split, (bool, np.bool_))
+    if not number or not 0.0 < float(split) < 1.0:
+        raise ConfigError("split", split, "the fraction of rows held out for evaluation, strictly between 0 and 1 "
+                          "(e.g. 0.2), or an eval table (a data frame, or a .csv / .parquet path) with the same "
+                          "columns; a model is evaluated on rows it did not train on")
+
+
+def with_eval_rows(frame, name: str, split: Any):
+    """The training rows of `frame` followed by the eval table's (`split`), its columns in the
+    training table's order; factor levels are the union (the training table's first).
+
+    Raises:
+      DataError: the eval table lacks a column of the training table.
+    """
+    import pandas as pd
+
+    eval_frame, eval_name = read_table(split)
+    missing = [c for c in frame.columns if c not in eval_frame.columns]
+    if missing:
+        raise DataError(f"split: the eval table ({eval_name}) lacks column(s) {missing} of {name}; give it the "
+                        "training table's columns.", feature=missing[0])
+    eval_frame = eval_frame[list(frame.columns)]
+    for col in frame.columns:
+        a, b = frame[col], eval_frame[col]
+        if isinstance(a.dtype, pd.CategoricalDtype) and isinstance(b.dtype, pd.CategoricalDtype):
+            levels = list(a.cat.categories) + [c for c in b.cat.categories if c not in set(a.cat.categories)]
+            frame[col], eval_frame[col] = a.cat.set_categories(levels), b.cat.set_categories(levels)
+    return pd.concat([frame, eval_frame], ignore_index=True)
 
 
 def label_stats(train_labels: np.ndarray) -> dict:
@@ -147,7 +201,7 @@ def _examples(plan: dict, rows: np.ndarray):
 
 
 def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: str | None = None,
-                split: float = 0.2, seed: int = 0, shards: int = 1,
+                split: Any = 0.2, seed: int = 0, shards: int = 1,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
                 overwrite: bool = False) -> dict:
     """Writes a table as TFRecord shards plus a manifest.json with its feature columns.
@@ -156,9 +210,11 @@ def write_table(source: Any, out_dir: str | os.PathLike, *, label: str, task: st
       source: a pandas DataFrame, a `.csv` or `.parquet` path, or a dict of columns.
       out_dir: the output folder (must not hold a manifest unless `overwrite`).
       label: the column to predict.
-      task: "classification" or "regression"; default inferred (factors, strings, bools and
-        integers: classification; other numbers: regression).
-      split: the eval fraction (stratified by class for classification). seed: the split's seed.
+      task: "classification" or "regression"; default inferred (`frames.task_from_label`: factors,
+        strings, bools and integers with at most 20 distinct values, at most half as many as rows:
+        classification; other numbers: regression), with a log line saying which and why.
+      split: the eval fraction, strictly between 0 and 1 (stratified by class for classification),
+        or an eval table (a data frame or path with the same columns). seed: the split's seed.
       feature_columns: per-column overrides of the inferred columns (`models.feature_columns`), e.g.
         `{"cyl": {"type": "categorical"}, "cyl_x_gear": {"type": "crossed", "columns": ["cyl", "gear"],
         "buckets": 16}}`; None drops a column.
