@@ -359,15 +359,15 @@ def _tf_serving_row_format(body: dict, export) -> dict:
 
 
 def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, tmp_path):
-    """The README's TF Serving requests, built as written there (the shell line run by bash, the
+    """docs/deploying.md's TF Serving requests, built as written there (the shell line run by bash, the
     Python lines run), go through the loaded signatures and give the predictions of the records."""
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import load_job_config
     from tpuestimator.serving import open_export
 
-    readme = (REPO / "README.md").read_text()
-    deploy = readme[readme.index("### TF Serving"):readme.index("### LiteRT")]
+    page = (REPO / "docs" / "deploying.md").read_text()
+    deploy = page[page.index("\n## TF Serving\n"):page.index("\n## LiteRT")]
     assert "docker run -p 8501:8501 -v" in deploy and "-e MODEL_NAME=digits tensorflow/serving" in deploy
     printf = next(line for line in deploy.splitlines() if line.startswith("printf "))
     python_block = deploy[deploy.index("```python") + len("```python"):]
@@ -378,7 +378,7 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     subprocess.run(["bash", "-c", printf], cwd=tmp_path, check=True)
     image_body = json.loads((tmp_path / "request.json").read_text())
     scope: dict = {}
-    exec(python_block.replace("digits/eval.tfrecord", digits["eval"]), scope)   # noqa: S102 (the README's lines)
+    exec(python_block.replace("digits/eval.tfrecord", digits["eval"]), scope)   # noqa: S102 (the page's lines)
     example_body = scope["body"]
     export = open_export(digits["result"].export_dir)
     records = predict_columns(digits["result"].export_dir, digits["eval"])

@@ -22,7 +22,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                        description="Image folder (one subfolder per class, JPEG/PNG) -> the flowers example's format; "
                                    ".csv / .npz -> typed features.")
     w.add_argument("source", help="image folder, .npz file, or a table (.csv / .parquet with --label: feature "
-                   "columns inferred, see the README's Tables)")
+                   "columns inferred, see docs/tables.md)")
     w.add_argument("out", help="output folder (shards + manifest.json)")
     w.add_argument("--split", default=None,
                    help="eval fraction (default 0.2; 0 = train only) or 'folder' for train/ and eval/ subfolders")
