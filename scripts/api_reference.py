@@ -61,9 +61,20 @@ def pages() -> dict[str, str]:
             "::: tpuestimator", "    options:", "      members: false", "      show_root_heading: false", ""]
     seen: set[str] = set()   # each object documented once (autorefs needs one page per name)
     names, lazy = _init_names(root)
-    for name in names:
+    # The Estimator and its RunConfig have a page of their own, the one TPUEstimator users look for.
+    own = ["# Estimator and RunConfig", "", "`tpuestimator.Estimator`, TPUEstimator's successor, and its `RunConfig`.", ""]
+    for name in ("Estimator", "RunConfig"):
         seen.add(_target(root, name, lazy))
-        body += [f"::: {_target(root, name, lazy)}", "    options:", "      show_root_full_path: false", ""]
+        own += [f"::: {_target(root, name, lazy)}", "    options:", "      show_root_heading: true",
+                "      show_root_full_path: false", ""]
+    out["estimator.md"] = "\n".join(own)
+    body += ["- [`Estimator`][tpuestimator.core.estimator.Estimator] and "
+             "[`RunConfig`][tpuestimator.core.run_config.RunConfig]: [their own page](estimator.md)", ""]
+    for name in names:
+        if name in ("Estimator", "RunConfig"):
+            continue
+        seen.add(_target(root, name, lazy))
+        body += [f"::: {_target(root, name, lazy)}", "    options:", "      show_root_heading: true", "      show_root_full_path: false", ""]
     out["tpuestimator.md"] = "\n".join(body)
     for sub in SUBPACKAGES:
         package = root.members[sub]
@@ -78,11 +89,12 @@ def pages() -> dict[str, str]:
             if _target(package, name, lazy) in seen:
                 continue
             seen.add(_target(package, name, lazy))
-            body += [f"::: {_target(package, name, lazy)}", "    options:", "      show_root_full_path: false", ""]
+            body += [f"::: {_target(package, name, lazy)}", "    options:", "      show_root_heading: true", "      show_root_full_path: false", ""]
         out[f"{sub}.md"] = "\n".join(body)
     index = ["# API reference", "",
              "Generated from the docstrings (`scripts/api_reference.py` writes these pages).", "",
-             "- [tpuestimator](tpuestimator.md): the package's names, `Estimator` and `run_job` among them"]
+             "- [Estimator and RunConfig](estimator.md)",
+             "- [tpuestimator](tpuestimator.md): the package's other names, `run_job` among them"]
     index += [f"- [tpuestimator.{sub}]({sub}.md)" for sub in SUBPACKAGES]
     out["index.md"] = "\n".join(index) + "\n"
     return out
