@@ -30,6 +30,12 @@ readme_quick_start <- function() {
   short <- r_block(repo_file("README.md"), "## R quick start")
   expect_gte(length(short), 8L)
   expect_identical(code[code %in% short], short)
+  # and so is the R package site's home page (pkgdown/index.md, first lines of the same)
+  home <- file.path(testthat::test_path("..", ".."), "pkgdown", "index.md")
+  if (file.exists(home)) {
+    home_lines <- r_block(home, "# tpuestimatorr")
+    expect_identical(code[code %in% home_lines], home_lines)
+  }
   code
 }
 
