@@ -386,3 +386,35 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     np.testing.assert_allclose(out["probabilities"][0], [records[f"prob_{j}"][0] for j in range(10)], atol=1e-5)
     out = export.run(example_body["signature_name"], _tf_serving_row_format(example_body, export))
     assert out["class_id"].tolist() == records["class_id"][:2] and out["class"].tolist() == records["class"][:2]
+
+
+def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_digit(digits, tmp_path, monkeypatch):
+    """docs/deploying.md's `open_export` lines, as written (the export path and the user's inputs
+    filled in): the three signatures, fed one eval digit as a record, a PNG and decoded features,
+    give that digit's class as batch prediction does."""
+    import ast
+
+    import tensorflow as tf
+    from tpuestimator.data import make_input_fn, resolve_section
+    from tpuestimator.jobs.export_jobs import predict_columns
+    from tpuestimator.jobs.job import load_job_config
+
+    page = (REPO / "docs" / "deploying.md").read_text()
+    block = next(b.split("```", 1)[0] for b in page.split("```python\n")[1:] if "open_export(" in b)
+    tree = ast.parse(block.replace("models/digits/export/final/1500", str(digits["result"].export_dir)))
+    # each bare `export.run(...)` line keeps its result, so the test can compare them
+    tree.body = [ast.Expr(ast.Call(ast.Attribute(ast.Name("outputs", ast.Load()), "append", ast.Load()), [n.value], []))
+                 if isinstance(n, ast.Expr) else n for n in tree.body]
+    ast.fix_missing_locations(tree)
+    assert len([n for n in tree.body if isinstance(n, ast.Expr)]) == 3
+    cfg = load_job_config(digits["result"].model_dir)
+    features, _ = next(iter(make_input_fn(resolve_section(cfg.data).replace(eval=digits["eval"]), "eval")({"batch_size": 1})))
+    images = features["image"].numpy()[:1]
+    Image.fromarray(np.rint(images[0, ..., 0] * 255).astype(np.uint8)).save(tmp_path / "3.png")
+    record_bytes = next(iter(tf.data.TFRecordDataset(digits["eval"]))).numpy()
+    monkeypatch.chdir(tmp_path)
+    scope = {"outputs": [], "record_bytes": record_bytes, "images": images}
+    exec(compile(tree, "docs/deploying.md", "exec"), scope)  # noqa: S102 (the page's lines)
+    expected = predict_columns(digits["result"].export_dir, digits["eval"])["class_id"][0]
+    assert [int(out["class_id"][0]) for out in scope["outputs"]] == [expected] * 3
+    np.testing.assert_allclose(scope["outputs"][0]["probabilities"], scope["outputs"][2]["probabilities"], atol=1e-5)
