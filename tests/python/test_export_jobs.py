@@ -418,3 +418,43 @@ def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_di
     expected = predict_columns(digits["result"].export_dir, digits["eval"])["class_id"][0]
     assert [int(out["class_id"][0]) for out in scope["outputs"]] == [expected] * 3
     np.testing.assert_allclose(scope["outputs"][0]["probabilities"], scope["outputs"][2]["probabilities"], atol=1e-5)
+
+
+def _page_cli_lines(page: str, first: str) -> list[list[str]]:
+    """The command lines (as argv, comments dropped) of the bash block of docs/`page` that starts with `first`."""
+    import shlex
+
+    text = (REPO / "docs" / page).read_text()
+    block = next(b.split("```", 1)[0] for b in text.split("```bash\n")[1:] if b.startswith(first))
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def test_the_evaluation_and_batch_prediction_pages_commands_run(digits, tmp_path, monkeypatch, capsys):
+    """docs/evaluation.md's and docs/deploying.md's batch-prediction commands, as written (run in-process
+    from a folder holding the user's files: models/digits and its export, new/*.tfrecord, photos/*.jpg,
+    digits/eval.tfrecord), each exit 0 and leave what the page says."""
+    import shutil
+
+    import pandas as pd
+    from tpuestimator.cli import main
+
+    result = digits["result"]
+    export = "models/digits/export/final/1500"
+    shutil.copytree(result.model_dir, tmp_path / "models" / "digits", ignore=shutil.ignore_patterns("export", "*.lock"))
+    shutil.copytree(result.export_dir, tmp_path / export)
+    for folder in ("new", "digits"):
+        (tmp_path / folder).mkdir()
+    shutil.copy(digits["eval"], tmp_path / "new" / "a.tfrecord")
+    shutil.copy(digits["eval"], tmp_path / "digits" / "eval.tfrecord")
+    (tmp_path / "photos").mkdir()
+    for i in range(2):
+        Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(tmp_path / "photos" / f"{i}.jpg")
+    monkeypatch.chdir(tmp_path)
+    commands = _page_cli_lines("evaluation.md", "tpuestimator evaluate") + _page_cli_lines("deploying.md", "tpuestimator predict")
+    assert len(commands) == 6 and all(argv[0] == "tpuestimator" for argv in commands)
+    for argv in commands:
+        assert main(argv[1:]) == 0, argv
+    out = capsys.readouterr().out
+    assert "confusion matrix" in out and len([line for line in out.splitlines() if line.startswith("{")]) == 3
+    assert len(pd.read_csv("preds.csv")) == 360
+    assert len(pd.read_parquet("preds.parquet")) == 2 and (tmp_path / "runs").is_dir()
