@@ -1,7 +1,7 @@
 """Checks a built documentation site (mkdocs at the root, pkgdown under r/) as a reader sees it.
 
 1. Every local link (`<a href>`) and image (`<img src>`) of every HTML page resolves to a file
-   of the site (and a `#fragment` to an id on that page).
+   of the site (and a `#fragment` to an id on that page), and the two sites link to each other.
 2. Headless Chromium renders the home page, the tables page, the API reference of `Estimator`
    and the pkgdown reference index; each rendered DOM carries its headings, and a PNG screenshot
    of each is written to SHOTS_DIR when given.
@@ -87,6 +87,21 @@ def broken_links(site: Path) -> list[str]:
     return problems
 
 
+def missing_cross_links(site: Path) -> list[str]:
+    """The two sites link to each other: the mkdocs page about the R package to pkgdown's home,
+    and every pkgdown page (its navbar) to the mkdocs home."""
+    def targets(page: Path) -> set[Path]:
+        return {(page.parent / urlsplit(url).path).resolve() for tag, url in parse(page.read_text()).links
+                if tag == "a" and not urlsplit(url).scheme and urlsplit(url).path}
+    problems = []
+    if (site / "r" / "index.html").resolve() not in targets(site / "r-package" / "index.html"):
+        problems.append("r-package/index.html: no link to the R package's site (r/index.html)")
+    for page in (site / "r").rglob("*.html"):
+        if page.name != "404.html" and (site / "index.html").resolve() not in targets(page):
+            problems.append(f"{page.relative_to(site)}: no link to the main site's home (index.html)")
+    return problems
+
+
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
@@ -129,7 +144,7 @@ def main(argv: list[str]) -> int:
     shots = Path(argv[1]).resolve() if len(argv) > 1 else None
     if shots:
         shots.mkdir(parents=True, exist_ok=True)
-    problems = broken_links(site) + missing_headings(site, shots)
+    problems = broken_links(site) + missing_cross_links(site) + missing_headings(site, shots)
     for p in problems:
         print(f"check_site: {p}", file=sys.stderr)
     pages = sum(1 for _ in site.rglob("*.html"))

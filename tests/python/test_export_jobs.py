@@ -395,6 +395,7 @@ def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_di
     import ast
 
     import tensorflow as tf
+
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import load_job_config
@@ -436,6 +437,7 @@ def test_the_evaluation_and_batch_prediction_pages_commands_run(digits, tmp_path
     import shutil
 
     import pandas as pd
+
     from tpuestimator.cli import main
 
     result = digits["result"]
