@@ -88,7 +88,7 @@
 #'   not apply. The returned run holds the chief's run record, model dir, final
 #'   metrics and global step (`history` is read from the run record with
 #'   [tpu_ls_runs()]). A failing task stops the cluster with a `tpuestimator_error`
-#'   naming the task and its last log lines. See "Scaling out" in the README.
+#'   naming the task and its last log lines. See docs/scaling-out.md.
 #' @param data With a formula as `cfg`: the data frame its columns come from.
 #' @param label With a data frame as `cfg`: the column to predict.
 #' @param model With a data frame or formula: the canned model, `"linear"`,

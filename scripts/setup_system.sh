@@ -21,11 +21,11 @@ packages=()
 for group in "$@"; do
   case "$group" in
     python) packages+=(python3-venv python3-dev) ;;
-    # knitr, rmarkdown and pandoc build the vignettes; whisker ... magrittr are what the real
+    # knitr, rmarkdown and pandoc build the vignettes, pkgdown the R package's site; whisker ... magrittr are what the real
     # tfruns (../shared/vendor, installed by the tests into a scratch library) imports.
     r) packages+=(r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-jsonlite r-cran-yaml
                   r-cran-processx r-cran-withr r-cran-rlang r-cran-roxygen2 r-cran-callr
-                  r-cran-knitr r-cran-rmarkdown pandoc
+                  r-cran-knitr r-cran-rmarkdown pandoc r-cran-pkgdown
                   r-cran-whisker r-cran-tidyselect r-cran-rstudioapi r-cran-base64enc r-cran-magrittr) ;;
     browser) packages+=(chromium) ;;
     lint) packages+=(r-cran-lintr) ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every test: set up (system packages, then Python with the beam and R-bridge extras, then the
-# R package), then pytest, testthat, R CMD check and the linters (ruff, lintr).
+# Every test: set up (system packages, then Python with the beam, R-bridge and docs extras, then
+# the R package), then pytest, testthat, R CMD check, the linters (ruff, lintr) and the docs sites.
 # Usage: scripts/test.sh [--setup-only | --plan] [PYTEST_ARGS...]
 #   --setup-only  set up, then stop;  --plan  print the set-up steps in order, run nothing
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
@@ -19,7 +19,7 @@ step() {
 }
 # R and the system libraries first: the Python `r` extra (rpy2) compiles against R.
 step "system packages" bash scripts/setup_system.sh python r browser lint datasets
-step "python" bash scripts/setup_python.sh dev beam r
+step "python" bash scripts/setup_python.sh dev beam r docs
 step "R package" bash scripts/setup_r.sh
 [ "$mode" = test ] || exit 0
 
@@ -37,12 +37,13 @@ timed() {
   echo "== $name: $((SECONDS - start)) s"
 }
 timed pytest .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist loadgroup --durations=15 "$@"
-# R CMD check and the linters run beside testthat, their output held back until testthat ends:
+# R CMD check, the linters and the docs sites (mkdocs --strict, pkgdown, checked in Chromium) run beside testthat, their output held back until testthat ends:
 # each is one R or Python process using about one core, so together they take about the time of
 # testthat alone (they took 165-195 s after it). They share no folder: the check builds in its
 # own temporary copy, its vignettes write under tempdir().
 side_log=$(mktemp)
-( status=0; timed "R CMD check" bash scripts/r_check.sh; timed lint bash scripts/lint.sh; exit $status ) >"$side_log" 2>&1 &
+( status=0; timed "R CMD check" bash scripts/r_check.sh; timed lint bash scripts/lint.sh
+  timed "docs sites" bash scripts/build_docs.sh; exit $status ) >"$side_log" 2>&1 &
 side=$!
 timed testthat Rscript -e 'res <- testthat::test_local(".", reporter = c("summary", "fail"), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), sum(df$failed) + sum(df$error), sum(df$skipped))); if (sum(df$failed) + sum(df$error) > 0 || (Sys.getenv("TPUESTIMATOR_FORCE_TESTS") == "1" && sum(df$skipped) > 0)) quit(status = 1)'
 wait "$side" || status=1

@@ -1,4 +1,4 @@
-# Data frames straight into canned models (the README's "Tables"):
+# Data frames straight into canned models (docs/tables.md):
 #   Rscript examples/R/tables.R [OUT_DIR]
 library(tpuestimatorr)
 args <- commandArgs(trailingOnly = TRUE)

@@ -17,7 +17,7 @@ from tpuestimator import __version__
 # so a bare `pip install tpuestimator` leaves no half-made run behind.
 WITHOUT_TENSORFLOW = ("example", "runs")
 TENSORFLOW_MISSING = "TensorFlow is not installed: pip install 'tpuestimator[cpu]' (or [tensorflow], [gpu], [tpu])"
-# A full disk exits 3 (the message says what was saved); the other codes: README "Crash safety".
+# A full disk exits 3 (the message says what was saved); the other codes: docs/training.md "Crash safety".
 EXIT_DISK_FULL = 3
 COMMAND_MODULES = ("train", "cluster", "tune", "evaluate", "predict", "export", "check", "example", "data", "runs", "tensorboard",
                    "debug")

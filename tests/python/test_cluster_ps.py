@@ -244,7 +244,7 @@ def test_parameter_servers_lose_no_example_of_the_loss_metric_and_no_step_of_the
     `workarounds.atomic_optimizer_counters`). With Keras's own `update_state` and
     `iterations.assign_add` (a read, then a write) a third of the examples went uncounted and
     the optimizer counted 73-83 of the 100 steps here, its learning-rate schedule lagging
-    (README, Parameter servers)."""
+    (docs/scaling-out.md, Parameter servers)."""
     from tpuestimator.cluster.local_cluster import LocalCluster
 
     steps, batch = 100, 16

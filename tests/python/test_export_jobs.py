@@ -359,15 +359,15 @@ def _tf_serving_row_format(body: dict, export) -> dict:
 
 
 def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, tmp_path):
-    """The README's TF Serving requests, built as written there (the shell line run by bash, the
+    """docs/deploying.md's TF Serving requests, built as written there (the shell line run by bash, the
     Python lines run), go through the loaded signatures and give the predictions of the records."""
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
     from tpuestimator.jobs.job import load_job_config
     from tpuestimator.serving import open_export
 
-    readme = (REPO / "README.md").read_text()
-    deploy = readme[readme.index("### TF Serving"):readme.index("### LiteRT")]
+    page = (REPO / "docs" / "deploying.md").read_text()
+    deploy = page[page.index("\n## TF Serving\n"):page.index("\n## LiteRT")]
     assert "docker run -p 8501:8501 -v" in deploy and "-e MODEL_NAME=digits tensorflow/serving" in deploy
     printf = next(line for line in deploy.splitlines() if line.startswith("printf "))
     python_block = deploy[deploy.index("```python") + len("```python"):]
@@ -378,7 +378,7 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     subprocess.run(["bash", "-c", printf], cwd=tmp_path, check=True)
     image_body = json.loads((tmp_path / "request.json").read_text())
     scope: dict = {}
-    exec(python_block.replace("digits/eval.tfrecord", digits["eval"]), scope)   # noqa: S102 (the README's lines)
+    exec(python_block.replace("digits/eval.tfrecord", digits["eval"]), scope)   # noqa: S102 (the page's lines)
     example_body = scope["body"]
     export = open_export(digits["result"].export_dir)
     records = predict_columns(digits["result"].export_dir, digits["eval"])
@@ -386,3 +386,77 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     np.testing.assert_allclose(out["probabilities"][0], [records[f"prob_{j}"][0] for j in range(10)], atol=1e-5)
     out = export.run(example_body["signature_name"], _tf_serving_row_format(example_body, export))
     assert out["class_id"].tolist() == records["class_id"][:2] and out["class"].tolist() == records["class"][:2]
+
+
+def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_digit(digits, tmp_path, monkeypatch):
+    """docs/deploying.md's `open_export` lines, as written (the export path and the user's inputs
+    filled in): the three signatures, fed one eval digit as a record, a PNG and decoded features,
+    give that digit's class as batch prediction does."""
+    import ast
+
+    import tensorflow as tf
+
+    from tpuestimator.data import make_input_fn, resolve_section
+    from tpuestimator.jobs.export_jobs import predict_columns
+    from tpuestimator.jobs.job import load_job_config
+
+    page = (REPO / "docs" / "deploying.md").read_text()
+    block = next(b.split("```", 1)[0] for b in page.split("```python\n")[1:] if "open_export(" in b)
+    tree = ast.parse(block.replace("models/digits/export/final/1500", str(digits["result"].export_dir)))
+    # each bare `export.run(...)` line keeps its result, so the test can compare them
+    tree.body = [ast.Expr(ast.Call(ast.Attribute(ast.Name("outputs", ast.Load()), "append", ast.Load()), [n.value], []))
+                 if isinstance(n, ast.Expr) else n for n in tree.body]
+    ast.fix_missing_locations(tree)
+    assert len([n for n in tree.body if isinstance(n, ast.Expr)]) == 3
+    cfg = load_job_config(digits["result"].model_dir)
+    features, _ = next(iter(make_input_fn(resolve_section(cfg.data).replace(eval=digits["eval"]), "eval")({"batch_size": 1})))
+    images = features["image"].numpy()[:1]
+    Image.fromarray(np.rint(images[0, ..., 0] * 255).astype(np.uint8)).save(tmp_path / "3.png")
+    record_bytes = next(iter(tf.data.TFRecordDataset(digits["eval"]))).numpy()
+    monkeypatch.chdir(tmp_path)
+    scope = {"outputs": [], "record_bytes": record_bytes, "images": images}
+    exec(compile(tree, "docs/deploying.md", "exec"), scope)  # noqa: S102 (the page's lines)
+    expected = predict_columns(digits["result"].export_dir, digits["eval"])["class_id"][0]
+    assert [int(out["class_id"][0]) for out in scope["outputs"]] == [expected] * 3
+    np.testing.assert_allclose(scope["outputs"][0]["probabilities"], scope["outputs"][2]["probabilities"], atol=1e-5)
+
+
+def _page_cli_lines(page: str, first: str) -> list[list[str]]:
+    """The command lines (as argv, comments dropped) of the bash block of docs/`page` that starts with `first`."""
+    import shlex
+
+    text = (REPO / "docs" / page).read_text()
+    block = next(b.split("```", 1)[0] for b in text.split("```bash\n")[1:] if b.startswith(first))
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def test_the_evaluation_and_batch_prediction_pages_commands_run(digits, tmp_path, monkeypatch, capsys):
+    """docs/evaluation.md's and docs/deploying.md's batch-prediction commands, as written (run in-process
+    from a folder holding the user's files: models/digits and its export, new/*.tfrecord, photos/*.jpg,
+    digits/eval.tfrecord), each exit 0 and leave what the page says."""
+    import shutil
+
+    import pandas as pd
+
+    from tpuestimator.cli import main
+
+    result = digits["result"]
+    export = "models/digits/export/final/1500"
+    shutil.copytree(result.model_dir, tmp_path / "models" / "digits", ignore=shutil.ignore_patterns("export", "*.lock"))
+    shutil.copytree(result.export_dir, tmp_path / export)
+    for folder in ("new", "digits"):
+        (tmp_path / folder).mkdir()
+    shutil.copy(digits["eval"], tmp_path / "new" / "a.tfrecord")
+    shutil.copy(digits["eval"], tmp_path / "digits" / "eval.tfrecord")
+    (tmp_path / "photos").mkdir()
+    for i in range(2):
+        Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(tmp_path / "photos" / f"{i}.jpg")
+    monkeypatch.chdir(tmp_path)
+    commands = _page_cli_lines("evaluation.md", "tpuestimator evaluate") + _page_cli_lines("deploying.md", "tpuestimator predict")
+    assert len(commands) == 6 and all(argv[0] == "tpuestimator" for argv in commands)
+    for argv in commands:
+        assert main(argv[1:]) == 0, argv
+    out = capsys.readouterr().out
+    assert "confusion matrix" in out and len([line for line in out.splitlines() if line.startswith("{")]) == 3
+    assert len(pd.read_csv("preds.csv")) == 360
+    assert len(pd.read_parquet("preds.parquet")) == 2 and (tmp_path / "runs").is_dir()

@@ -16,7 +16,7 @@ def _learning_rate(model_dir) -> float:
 
 
 def test_a_changed_learning_rate_wins_over_the_checkpoint(tmp_path, fixtures_dir, caplog):
-    """The README's `--set params.learning_rate=1e-3` on a resumed run: Adam's learning rate used to
+    """docs/getting-started-python.md's `--set params.learning_rate=1e-3` on a resumed run: Adam's learning rate used to
     come back from the checkpoint (0.1) while the run recorded the new value."""
     from tpuestimator.jobs.job import run_job
     from tpuestimator.runs import run_info

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 # with R embedded and reticulate 1.28 holding Python objects, finalizing the interpreter ran
 # R's event hook from a dead callback ("_processevents() called, but @ffi.def_extern() was not
 # called") and, in one of the fresh-clone runs, crashed (exit -11) after all cases had passed.
-# README ("Driving the R package from Python") gives users the same advice.
+# docs/getting-started-r.md ("Driving the R package from Python") gives users the same advice.
 LEAVE_WITHOUT_FINALIZING = """if True:
     import os, sys, pytest
     status = pytest.main(["-q", "-p", "no:cacheprovider", "-rA", sys.argv[1]])

@@ -193,16 +193,15 @@ def test_tpu_check_passes_for_every_canned_model(tmp_path, model):
     assert report.ok, [r for r in report.failures()]
 
 
-def _readme_tables_blocks(language: str) -> list[str]:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## Tables\n", 1)[1].split("\n## ", 1)[0]
+def _docs_tables_blocks(language: str) -> list[str]:
+    section = (REPO / "docs" / "tables.md").read_text()
     return [block.split("```", 1)[0] for block in section.split(f"```{language}\n")[1:]]
 
 
-def test_readme_tables_pandas_example_runs(tmp_path, monkeypatch):
-    (block,) = _readme_tables_blocks("python")
+def test_docs_tables_pandas_example_runs(tmp_path, monkeypatch):
+    (block,) = _docs_tables_blocks("python")
     monkeypatch.chdir(tmp_path)
-    exec(block, {})  # noqa: S102 (the README's lines, as written)
+    exec(block, {})  # noqa: S102 (the page's lines, as written)
     assert (tmp_path / "models" / "houses" / "data" / "manifest.json").is_file()
 
 

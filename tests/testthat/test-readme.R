@@ -1,23 +1,45 @@
-# Issue 22.8 and 22.1: every line of the README's "R quick start" runs (training shortened to
-# 20 steps; install_tpuestimator() is left out: it needs the network, and
+# Issue 22.8 and 22.1: every line of the R quick start runs (docs/getting-started-r.md's "## R
+# quick start", whose lines README.md's shorter quick start repeats; training shortened to 20
+# steps; install_tpuestimator() is left out: it needs the network, and
 # tests/python/test_distribution.py installs the package that way), and running the training
 # line again -- as a new session in the same folder would -- resumes instead of failing.
 
-readme_quick_start <- function() {
-  readme <- file.path(testthat::test_path("..", ".."), "README.md")
-  if (!file.exists(readme)) readme <- file.path(fixtures_dir() %||% "", "..", "..", "README.md")
-  skip_if_not(file.exists(readme), "README.md is not here (installed tests)")
-  lines <- readLines(readme, warn = FALSE)
-  start <- which(lines == "## R quick start")
+repo_file <- function(...) {
+  path <- file.path(testthat::test_path("..", ".."), ...)
+  if (!file.exists(path)) path <- file.path(fixtures_dir() %||% "", "..", "..", ...)
+  skip_if_not(file.exists(path), paste(file.path(...), "is not here (installed tests)"))
+  path
+}
+
+# The first ```r block of the section `heading` of a Markdown file.
+r_block <- function(path, heading) {
+  lines <- readLines(path, warn = FALSE)
+  start <- which(lines == heading)
   expect_length(start, 1L)
   rest <- lines[(start + 1L):length(lines)]
-  rest <- rest[seq_len(which(startsWith(rest, "## "))[[1]] - 1L)]
+  ends <- which(startsWith(rest, "## "))
+  if (length(ends)) rest <- rest[seq_len(ends[[1]] - 1L)]
   open <- which(rest == "```r")[[1]]
   close <- which(rest == "```" & seq_along(rest) > open)[[1]]
   rest[(open + 1L):(close - 1L)]
 }
 
-test_that("the README's R quick start runs line by line, and its training reruns", {
+readme_quick_start <- function() {
+  code <- r_block(repo_file("docs", "getting-started-r.md"), "## R quick start")
+  # README.md's quick start is these lines, in this order: running these runs it.
+  short <- r_block(repo_file("README.md"), "## R quick start")
+  expect_gte(length(short), 8L)
+  expect_identical(code[code %in% short], short)
+  # and so is the R package site's home page (pkgdown/index.md, first lines of the same)
+  home <- file.path(testthat::test_path("..", ".."), "pkgdown", "index.md")
+  if (file.exists(home)) {
+    home_lines <- r_block(home, "# tpuestimatorr")
+    expect_identical(code[code %in% home_lines], home_lines)
+  }
+  code
+}
+
+test_that("the R quick start (docs and README) runs line by line, and its training reruns", {
   skip_if_no_tpuestimator()
   code <- readme_quick_start()
   expect_true(any(grepl("install_tpuestimator()", code, fixed = TRUE)))

@@ -1,4 +1,4 @@
-# predict() on a table model (README "Tables"): `class` is a factor with the training label's
+# predict() on a table model (docs/tables.md): `class` is a factor with the training label's
 # levels, one prob_<class> column per class, a category never seen in training is no error.
 # The label's levels are deliberately not alphabetical (iris's are), so a default factor()
 # cannot pass; the classes are compared with the truth of data that one column decides.

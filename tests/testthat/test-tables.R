@@ -59,15 +59,12 @@ test_that("bad tables are refused before anything trains, naming the column", {
   expect_false(dir.exists(file.path(work, "b", "data")))
 })
 
-test_that("the README's Tables examples and examples/R/tables.R run", {
+test_that("docs/tables.md's R examples and examples/R/tables.R run", {
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   root <- normalizePath(file.path(fixtures_dir(), "..", ".."))  # the repository (tests/fixtures/../..)
   work <- local_work_dir()
-  readme <- readLines(file.path(root, "README.md"))
-  start <- which(readme == "## Tables")
-  end <- start + which(grepl("^## ", readme[(start + 1):length(readme)]))[1]
-  section <- readme[start:(end - 1)]
+  section <- readLines(file.path(root, "docs", "tables.md"))
   opens <- which(section == "```r")
   code <- unlist(lapply(opens, function(i) {
     close <- i + which(section[(i + 1):length(section)] == "```")[1]

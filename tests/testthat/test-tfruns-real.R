@@ -1,5 +1,5 @@
 # Issue 22.2/22.5/22.6 against the real tfruns: the example scripts of inst/examples/tfruns
-# (the README's "Tuning with tfruns") under training_run() and tuning_run(), their flags
+# (docs/tuning.md, "Tuning with tfruns") under training_run() and tuning_run(), their flags
 # reaching tpu_train(), and tfruns's own ls_runs(), save_run_view() and save_run_comparison()
 # reading the runs without a warning.
 

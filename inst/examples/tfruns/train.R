@@ -1,4 +1,4 @@
-# A training script for tfruns (README, "Tuning with tfruns"):
+# A training script for tfruns (docs/tuning.md, "Tuning with tfruns"):
 #   tfruns::training_run("train.R")
 #   tfruns::tuning_run("train.R", flags = list(learning_rate = c(0.001, 0.01)))
 # Its flags are named like configuration fields (learning_rate is params.learning_rate,

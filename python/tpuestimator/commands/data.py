@@ -24,7 +24,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    ".csv / .npz -> typed features.")
     w.add_argument("source", help="image folder, .npz file, an MNIST-format IDX images file (e.g. "
                    "train-images-idx3-ubyte.gz, its labels file found by name or given with --labels), or a table "
-                   "(.csv / .parquet with --label: feature columns inferred, see the README's Tables)")
+                   "(.csv / .parquet with --label: feature columns inferred, see docs/tables.md)")
     w.add_argument("out", help="output folder (shards + manifest.json)")
     w.add_argument("--split", default=None,
                    help="eval fraction (default 0.2; 0 = train only) or 'folder' for train/ and eval/ subfolders")

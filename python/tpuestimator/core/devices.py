@@ -114,7 +114,7 @@ def _build_strategy(run: RunConfig):
     if kind == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("run.strategy", "multi_worker",
-                              "a TF_CONFIG environment variable describing the cluster (see README, 'What runs where')")
+                              "a TF_CONFIG environment variable describing the cluster (see docs/scaling-out.md, 'What runs where')")
         task = tf_config_task() or {}
         if task.get("type") in ("ps", "evaluator"):  # they never join the workers' all-reduce
             raise ConfigError("TF_CONFIG", json.dumps(task),

@@ -20,7 +20,7 @@ workers do not produce the same batches) and the static policies `file`, `data`,
 
 `LocalService` starts TensorFlow's own `DispatchServer` and `WorkerServer`s in this process
 (`tpuestimator data serve`); in production they run as their own processes or pods
-(README, "Disaggregated input: the tf.data service").
+(docs/scaling-out.md, "Disaggregated input: the tf.data service").
 """
 from __future__ import annotations
 

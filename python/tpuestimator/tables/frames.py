@@ -117,7 +117,7 @@ MAX_INFERRED_CLASSES = 20
 
 
 def task_from_label(values: np.ndarray, levels: list[str] | None) -> tuple[str, str]:
-    """(task, why) of a label column when no task is given: the rule README's Tables section states.
+    """(task, why) of a label column when no task is given: the rule docs/tables.md states.
 
     - factors, strings and logicals: classification;
     - integers: classification with at most `MAX_INFERRED_CLASSES` distinct values and at most
