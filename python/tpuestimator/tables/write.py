@@ -85,8 +85,7 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
                           and inferred[col]["type"] != "bucketized"}
     columns = apply_overrides(inferred, extra, where="feature_columns")
     check_input_names(list(columns), where=name)
-    for col, column in record_columns(columns).items():
-        check_missing(col, values_by_column[col], column, where=name)
+    check_missing(record_columns(columns), values_by_column, where=name)  # every column in one error
     return {"task": task, "vocabulary": vocab, "feature_columns": columns, "train": train_idx, "eval": eval_idx,
             "labels": labels, "values": values_by_column, "label": label, "name": name,
             "label_stats": label_stats(labels[train_idx]) if task == "regression" else None}
