@@ -170,6 +170,9 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
   if (!is.null(out)) arg_error("out", out, "NULL unless `newdata` names files (TFRecord or images)")
   if (is.data.frame(newdata) && !is.null(py_to_r_json(py_bridge()$table_export(target), simplify = FALSE))) {
     levels <- if (inherits(run_or_export, "tpu_run")) run_or_export$table$levels else NULL
+    if (inherits(run_or_export, "tpu_run")) {  # a formula's computed columns (log(x), a:b of numbers)
+      newdata <- apply_table_transforms(newdata, run_or_export$table$transforms, run_or_export$table$env)
+    }
     return(predict_table_df(target, newdata, levels))  # tables.R
   }
   spec <- export_feature_spec(target)
