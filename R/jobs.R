@@ -63,6 +63,7 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' }
 #' @export
 tpu_evaluate <- function(run, data = NULL, runs_dir = NULL, record = TRUE) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   data <- as_nullable_data_pattern(data)
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   record <- as_flag(record, "record")
@@ -149,6 +150,7 @@ as_nullable_data_pattern <- function(data) {
 #' }
 #' @export
 tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   target <- run_target(run_or_export, "run_or_export", prefer = "export_dir")
   if (missing(newdata) || is.null(newdata)) {
     arg_error("newdata", NULL, "a data frame, matrix, array, named list or TFRecord file paths")
@@ -392,6 +394,7 @@ export_class_names <- function(export_dir) {
 #' }
 #' @export
 tpu_export <- function(run, export_dir, format = c("saved_model", "tflite"), quantize = NULL, warmup = NULL) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   format <- match.arg(format)
   quantize <- as_nullable_string(quantize)
   modes <- c("none", "dynamic", "float16", "int8")

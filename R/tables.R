@@ -175,6 +175,7 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label)) else
     file.path(dirname(tfruns_dir), ".models", basename(tfruns_dir))
   out_dir <- model_dir %||% default_dir
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   frame <- r_table_to_py(table)
   args <- list(frame, label, normalizePath(out_dir, mustWork = FALSE), model = model,
                split = as.numeric(split), overrides = as.list(overrides), export = export)

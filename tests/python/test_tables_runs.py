@@ -6,6 +6,7 @@ with rows counted from 1, the fix in Python syntax here and in R syntax through 
 """
 from __future__ import annotations
 
+import logging
 import math
 import sys
 from pathlib import Path
@@ -31,9 +32,14 @@ def _line(n: int = 40) -> pd.DataFrame:
     return pd.DataFrame({"x": x, "z": x[::-1].copy(), "y": 2 * x + 1})
 
 
-def test_a_table_run_is_recorded_in_runs_of_the_working_folder(tmp_path, monkeypatch):
+def test_a_table_run_is_recorded_in_runs_of_the_working_folder(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
-    result = train_table(_line(), label="y", model="linear", out_dir=tmp_path / "cars", config=TINY)
+    caplog.set_level(logging.DEBUG)
+    result = train_table(_line().assign(g=["a", "b"] * 20), label="y", model="linear", out_dir=tmp_path / "cars",
+                         config=TINY)
+    # TensorFlow's note on renamed captured inputs (one per traced signature): once, at debug level
+    renaming = [r for r in caplog.records if "contains input name(s)" in r.getMessage()]
+    assert [(r.name, r.levelno) for r in renaming] == [("tpuestimator.core.signatures", logging.DEBUG)]
     # not out_dir/runs: where ls_runs (and R's tpu_ls_runs, tfruns::ls_runs) look by default
     assert Path(result.run_dir).resolve().parent == tmp_path / "runs"
     assert [Path(r["run_dir"]).resolve() for r in ls_runs()] == [Path(result.run_dir).resolve()]
