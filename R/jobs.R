@@ -63,6 +63,7 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' }
 #' @export
 tpu_evaluate <- function(run, data = NULL, runs_dir = NULL, record = TRUE) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   data <- as_nullable_data_pattern(data)
   runs_dir <- as_nullable_path(runs_dir, "runs_dir")
   record <- as_flag(record, "record")
@@ -149,6 +150,7 @@ as_nullable_data_pattern <- function(data) {
 #' }
 #' @export
 tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   target <- run_target(run_or_export, "run_or_export", prefer = "export_dir")
   if (missing(newdata) || is.null(newdata)) {
     arg_error("newdata", NULL, "a data frame, matrix, array, named list or TFRecord file paths")
@@ -170,6 +172,9 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
   if (!is.null(out)) arg_error("out", out, "NULL unless `newdata` names files (TFRecord or images)")
   if (is.data.frame(newdata) && !is.null(py_to_r_json(py_bridge()$table_export(target), simplify = FALSE))) {
     levels <- if (inherits(run_or_export, "tpu_run")) run_or_export$table$levels else NULL
+    if (inherits(run_or_export, "tpu_run")) {  # a formula's computed columns (log(x), a:b of numbers)
+      newdata <- apply_table_transforms(newdata, run_or_export$table$transforms, run_or_export$table$env)
+    }
     return(predict_table_df(target, newdata, levels))  # tables.R
   }
   spec <- export_feature_spec(target)
@@ -389,6 +394,7 @@ export_class_names <- function(export_dir) {
 #' }
 #' @export
 tpu_export <- function(run, export_dir, format = c("saved_model", "tflite"), quantize = NULL, warmup = NULL) {
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   format <- match.arg(format)
   quantize <- as_nullable_string(quantize)
   modes <- c("none", "dynamic", "float16", "int8")

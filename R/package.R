@@ -31,6 +31,9 @@
 #' @section Package options:
 #' * `tfruns.runs_dir`: the runs folder, as in tfruns (default `"runs"`).
 #' * `tpuestimatorr.verbose`: default of `verbose` in [tpu_train()].
+#' * `tpuestimatorr.tf_log`: `TRUE` shows TensorFlow's own log lines (its C++
+#'   start-up lines, Python warnings), which are kept off the console by default
+#'   (as is the environment variable `TF_CPP_MIN_LOG_LEVEL` set to 0 or 1).
 #'
 #' @seealso [tpu_train()], [tpu_ls_runs()], [tpu_estimator()] for users of tfestimators.
 #' @keywords internal
@@ -45,6 +48,8 @@
 .globals$callback_error <- NULL
 .globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
 .globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once
+.globals$module <- NULL  # the `tpuestimator` object, made at its first use
+.globals$virtualenv_checked <- FALSE
 
 #' The tpuestimator Python module
 #'
@@ -63,11 +68,25 @@ tpuestimator <- NULL
 
 .onLoad <- function(libname, pkgname) {
   configure_python()
+  # The virtualenv is chosen when reticulate loads, before anything can start Python.
+  if (isNamespaceLoaded("reticulate")) configure_virtualenv() else
+    setHook(packageEvent("reticulate", "onLoad"), function(...) configure_virtualenv())
   register_foreign_methods()  # names.R: train()/evaluate()/export_savedmodel() beside tensorflow
-  # With Python not started yet, this only records the import (library() stays fast and works
-  # before Python is set up). With Python already running (e.g. the package reloaded, or R
-  # embedded in Python through rpy2) the import happens now and may fail: keep a stand-in that
-  # says what to do when used.
+  # `tpuestimator` is made at its first use (an active binding): loading reticulate (about a
+  # second of CPU, Matrix and Rcpp with it) waits until Python is needed, so library() is fast.
+  ns <- environment(sys.function())
+  if (exists("tpuestimator", envir = ns, inherits = FALSE)) rm("tpuestimator", envir = ns)
+  makeActiveBinding("tpuestimator", function() tpuestimator_module(), ns)
+  invisible()
+}
+
+# The `tpuestimator` object: with Python not started yet, reticulate only records the import;
+# with Python already running (e.g. R embedded in Python through rpy2) the import happens now
+# and may fail: then a stand-in that says what to do when used.
+tpuestimator_module <- function() {
+  module <- .globals$module
+  if (!is.null(module)) return(module)
+  configure_virtualenv()
   module <- tryCatch(
     reticulate::import(
       "tpuestimator",
@@ -82,8 +101,8 @@ tpuestimator <- NULL
     ),
     error = function(e) structure(list(reason = conditionMessage(e)), class = "tpuestimator_missing_module")
   )
-  utils::assignInMyNamespace("tpuestimator", module)
-  invisible()
+  .globals$module <- module
+  module
 }
 
 #' @export
@@ -102,12 +121,12 @@ print.tpuestimator_missing_module <- function(x, ...) {
   invisible()
 }
 
-# Forwards TPUESTIMATORR_PYTHON to reticulate, or picks the virtualenv made by
-# install_tpuestimator(). Never starts Python.
+# Forwards TPUESTIMATORR_PYTHON to reticulate. Never starts Python, nor loads reticulate
+# (library() stays fast): Python cannot be running through reticulate before it is loaded.
 configure_python <- function() {
   python <- package_python_env()
   if (nzchar(python)) {
-    if (reticulate::py_available(initialize = FALSE)) {
+    if (isNamespaceLoaded("reticulate") && reticulate::py_available(initialize = FALSE)) {
       current <- normalizePath(reticulate::py_config()$python, mustWork = FALSE)
       if (!identical(current, normalizePath(python, mustWork = FALSE))) {
         warning("TPUESTIMATORR_PYTHON=", python, " is ignored: Python is already running (",
@@ -116,16 +135,21 @@ configure_python <- function() {
       return(invisible())
     }
     Sys.setenv(RETICULATE_PYTHON = python)
+  }
+  invisible()
+}
+
+# Without TPUESTIMATORR_PYTHON or RETICULATE_PYTHON: the virtualenv made by
+# install_tpuestimator(), chosen at the first use of Python (py_core(), `tpuestimator`).
+configure_virtualenv <- function() {
+  if (isTRUE(.globals$virtualenv_checked)) return(invisible())
+  .globals$virtualenv_checked <- TRUE
+  if (nzchar(package_python_env()) || nzchar(Sys.getenv("RETICULATE_PYTHON", "")) ||
+        reticulate::py_available(initialize = FALSE)) {
     return(invisible())
   }
-  if (!nzchar(Sys.getenv("RETICULATE_PYTHON", "")) &&
-      !reticulate::py_available(initialize = FALSE)) {
-    exists <- tryCatch(reticulate::virtualenv_exists("r-tpuestimator"),
-                       error = function(e) FALSE)
-    if (isTRUE(exists)) {
-      try(reticulate::use_virtualenv("r-tpuestimator", required = FALSE), silent = TRUE)
-    }
-  }
+  exists <- tryCatch(reticulate::virtualenv_exists("r-tpuestimator"), error = function(e) FALSE)
+  if (isTRUE(exists)) try(reticulate::use_virtualenv("r-tpuestimator", required = FALSE), silent = TRUE)
   invisible()
 }
 
@@ -175,6 +199,7 @@ check_tpuestimator_version <- function(version, supported = supported_python_ver
 py_core <- function() {
   core <- .globals$core
   if (!is.null(core)) return(core)
+  configure_virtualenv()
   core <- tryCatch(
     reticulate::import("tpuestimator", convert = FALSE),
     error = function(e) {

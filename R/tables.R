@@ -35,25 +35,143 @@ r_table_to_py <- function(data, arg = "data", notes = FALSE) {
   frame
 }
 
-# The data frame and label of tpu_train(formula, data =) or tpu_train(data, label =).
+# The data frame, label, extra feature columns and transformed columns of tpu_train(formula,
+# data =) or tpu_tuning_run(formula, data =), read as stats::terms() reads the formula: `.` is
+# every other column, `-` drops terms, a function of a column (log(x), I(x^2)) becomes a column
+# computed here, `a:b` a crossed column (categories) or the product (numbers, as lm's model
+# matrix). `transforms` (name, expression) are what predict() on the run computes again.
 table_from_formula <- function(formula, data) {
   if (is.null(data)) arg_error("data", NULL, "the data frame the formula's columns come from")
   if (!is.data.frame(data)) arg_error("data", data, "a data frame")
   if (length(formula) != 3L) arg_error("formula", formula, "a two-sided formula such as mpg ~ .")
-  label <- all.vars(formula[[2L]])
-  if (length(label) != 1L) arg_error("formula", formula, "one label column on the left, e.g. mpg ~ .")
-  rhs <- all.vars(formula[[3L]])
-  missing_cols <- setdiff(c(label, setdiff(rhs, ".")), names(data))
+  lhs <- formula[[2L]]
+  if (!is.name(lhs)) {
+    if (length(all.vars(lhs)) != 1L) arg_error("formula", formula, "one label column on the left, e.g. mpg ~ .")
+    stop("The formula's left side is `", deparse1(lhs), "`, a function of a column: a canned model learns the ",
+         "label column itself (its predictions would be on the transformed scale). Add the column first, ",
+         "e.g. data$", formula_column_name(deparse1(lhs)), " <- with(data, ", deparse1(lhs), "), and put it ",
+         "on the left.",
+         call. = FALSE)
+  }
+  label <- as.character(lhs)
+  missing_cols <- setdiff(c(label, setdiff(all.vars(formula[[3L]]), ".")), names(data))
   if (length(missing_cols)) {
     stop("The formula names column(s) not in `data`: ", paste(missing_cols, collapse = ", "),
          ". The columns are: ", paste(names(data), collapse = ", "), ".", call. = FALSE)
   }
-  features <- if ("." %in% rhs) setdiff(names(data), label) else rhs
-  list(data = data[, c(features, label), drop = FALSE], label = label)
+  tt <- stats::terms(formula, data = data)
+  if (!is.null(attr(tt, "offset"))) {
+    stop("The formula has an offset(): a canned model has no fixed offset term. Drop it, or add the column ",
+         "as an input.", call. = FALSE)
+  }
+  term_labels <- attr(tt, "term.labels")
+  if (!length(term_labels)) arg_error("formula", formula, "at least one input column on the right, e.g. mpg ~ .")
+  factors <- attr(tt, "factors")
+  env <- environment(formula) %||% globalenv()
+  values <- list()       # variable (as terms() writes it) -> list(name, value, expr)
+  variable <- function(v) {
+    if (!is.null(values[[v]])) return(values[[v]])
+    expr <- str2lang(v)
+    out <- if (is.name(expr) && as.character(expr) %in% names(data)) {  # `my col` comes back quoted
+      list(name = as.character(expr), value = data[[as.character(expr)]], expr = NULL)
+    } else {
+      value <- eval_term(expr, data, env)
+      if (!is.null(dim(value)) || length(value) != nrow(data) || !(is.numeric(value) || is.factor(value) ||
+                                                                     is.character(value) || is.logical(value))) {
+        stop("The formula's term `", v, "` gives ", if (!is.null(dim(value))) "a matrix" else
+          paste0(length(value), " value(s) of class ", class(value)[[1]]), " for the ", nrow(data),
+          " rows: a canned model takes one number, category or logical per row and input. Compute the ",
+          "column(s) you mean in `data` first.", call. = FALSE)
+      }
+      list(name = formula_column_name(v), value = value, expr = expr)
+    }
+    values[[v]] <<- out
+    out
+  }
+  categorical <- function(x) is.factor(x) || is.character(x) || is.logical(x)
+  features <- character()
+  feature_columns <- list()
+  transforms <- list()
+  add_transform <- function(name, expr, what) {
+    if (name %in% c(names(data), label) && !identical(expr, str2lang(name))) {
+      stop("The formula's term `", what, "` would be computed as the column `", name, "`, which `data` ",
+           "already has. Rename that column or compute the term in `data` yourself.", call. = FALSE)
+    }
+    transforms[[name]] <<- list(name = name, expr = expr, what = what)
+  }
+  for (term in term_labels) {
+    vars <- rownames(factors)[factors[, term] > 0]
+    parts <- lapply(vars, variable)
+    if (length(parts) == 1L) {
+      if (!is.null(parts[[1]]$expr)) add_transform(parts[[1]]$name, parts[[1]]$expr, term)
+      features <- c(features, parts[[1]]$name)
+      next
+    }
+    for (p in parts) if (!is.null(p$expr)) add_transform(p$name, p$expr, deparse1(p$expr))
+    kinds <- vapply(parts, function(p) if (categorical(p$value)) "category" else "number", "")
+    name <- paste(vapply(parts, `[[`, "", "name"), collapse = "_x_")
+    if (all(kinds == "number")) {
+      # lm's model matrix: the product of the numbers
+      product <- Reduce(function(a, b) call("*", a, b), lapply(parts, function(p) p$expr %||% as.name(p$name)))
+      add_transform(name, product, term)
+      features <- c(features, name)
+    } else if (all(kinds == "category")) {
+      levels <- vapply(parts, function(p) length(unique(p$value[!is.na(p$value)])), numeric(1))
+      features <- c(features, vapply(parts, `[[`, "", "name"))  # the crossed column's sources
+      feature_columns[[name]] <- column_spec("crossed", columns = vapply(parts, `[[`, "", "name"),
+                                             buckets = max(2L, min(prod(levels + 1), 10000L)))
+    } else {
+      stop("The formula's term `", term, "` crosses a category with a number (",
+           paste0(vars, " (", kinds, ")", collapse = ", "), "): a canned model crosses categories only. ",
+           "Make the number a category first (e.g. factor() or cut() in `data`), or leave the term out.",
+           call. = FALSE)
+    }
+  }
+  features <- unique(features)
+  table <- data[, intersect(features, names(data)), drop = FALSE]
+  for (t in transforms) table[[t$name]] <- eval_term(t$expr, data, env)
+  table <- table[, features, drop = FALSE]
+  table[[label]] <- data[[label]]
+  for (t in transforms) {
+    message("Formula: `", t$what, "` is computed in R as the column `", t$name, "`; the export (tpu_predict() ",
+            "on its folder, serving) then expects `", t$name, "` to hold that value, and predict() on the run ",
+            "computes it from the columns.")
+  }
+  list(data = table, label = label, feature_columns = if (length(feature_columns)) feature_columns,
+       transforms = unname(lapply(transforms, function(t) list(name = t$name, expr = t$expr))), env = env)
+}
+
+# A formula term's values for the rows of `data` (I()'s AsIs class dropped: a plain vector).
+eval_term <- function(expr, data, env) {
+  value <- eval(expr, data, env)
+  if (inherits(value, "AsIs")) class(value) <- setdiff(class(value), "AsIs")
+  value
+}
+
+# A formula term as a column name the tables take: letters, digits and _ (log(hp) -> log_hp).
+formula_column_name <- function(term) {
+  name <- gsub("^_+|_+$", "", gsub("[^A-Za-z0-9]+", "_", term))
+  if (!nzchar(name)) name <- "term"
+  if (grepl("^[0-9]", name)) name <- paste0("x_", name)
+  name
+}
+
+# The transformed columns of a formula's run computed for `newdata` (predict()).
+apply_table_transforms <- function(newdata, transforms, env = globalenv()) {
+  if (!length(transforms) || !is.data.frame(newdata)) return(newdata)
+  for (t in transforms) {
+    value <- tryCatch(eval_term(t$expr, newdata, env %||% globalenv()), error = function(e) {
+      stop("`newdata` cannot give the column `", t$name, "` (", deparse1(t$expr), ") of the training's ",
+           "formula: ", conditionMessage(e), call. = FALSE)
+    })
+    newdata[[t$name]] <- value
+  }
+  newdata
 }
 
 train_table_run <- function(table, label, model, feature_columns, missing, split, task, overrides, model_dir,
-                            runs_dir, export, verbose, progress, flags = NULL) {
+                            runs_dir, export, verbose, progress, flags = NULL, transforms = NULL,
+                            transforms_env = NULL) {
   label <- as_string(label, "label")
   if (!label %in% names(table)) {
     stop("`label` is \"", label, "\", which is not a column of the data frame; the columns are: ",
@@ -67,6 +185,7 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label, "-", model)) else
     file.path(dirname(tfruns_dir), ".models", basename(tfruns_dir))
   out_dir <- model_dir %||% default_dir
+  quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   frame <- r_table_to_py(table, notes = verbose)
   if (is.null(task) && verbose) {
     note <- with_python(py_bridge()$table_task_note(frame, label))
@@ -81,11 +200,10 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   args$run_dir <- tfruns_dir
   if (!is.null(task)) args$task <- as_string(task, "task")
   if (!is.null(feature_columns)) args$feature_columns <- r_to_py_json(feature_columns)
-  if (!is.null(missing)) {
-    one_policy <- is.character(missing) && length(missing) == 1L && is.null(names(missing))
-    args$missing <- if (one_policy) missing else r_to_py_json(as.list(missing))
-  }
-  if (!is.null(runs_dir)) args$runs_dir <- runs_dir
+  if (!is.null(missing)) args$missing <- table_missing_arg(missing)
+  # like every run: runs/ of the working folder (or the option tfruns.runs_dir), where
+  # tpu_ls_runs() and tfruns::ls_runs() look (inside training_run(), tfruns's run folder)
+  args$runs_dir <- normalizePath(runs_dir %||% default_runs_dir(), mustWork = FALSE)
   args$progress <- py_bridge()$r_callback(reticulate::r_to_py(
     wrap_r_callback(progress_callback(verbose, progress), "progress callback"),
     convert = TRUE
@@ -93,9 +211,16 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   result <- with_python(do.call(py_bridge()$train_table, args))
   run <- tpu_run_from_result(result)
   if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)
-  run$table <- list(label = label, levels = if (is.factor(table[[label]])) levels(table[[label]]) else NULL)
+  run$table <- list(label = label, levels = if (is.factor(table[[label]])) levels(table[[label]]) else NULL,
+                    transforms = transforms, env = transforms_env)
   if (verbose) message("run recorded in ", run$run_dir)
   run
+}
+
+# `missing` of tpu_train()/tpu_tuning_run() on a table: one policy, or a named list of them.
+table_missing_arg <- function(missing) {
+  one_policy <- is.character(missing) && length(missing) == 1L && is.null(names(missing))
+  if (one_policy) missing else r_to_py_json(as.list(missing))
 }
 
 # Predictions of a table model for a data frame: class (a factor with the training's levels)

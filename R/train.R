@@ -100,8 +100,12 @@
 #' @param feature_columns With a data frame: per-column fields replacing the
 #'   inferred feature columns (see [tpu_feature_columns()]).
 #' @param missing With a data frame: a missing-value policy for every column
-#'   (`"mean"`, `"zero"`, `"oov"`) or a named list of them; without one, an NA in
-#'   a feature is an error naming the column and the rows.
+#'   (`"mean"`, `"zero"`, `"oov"`) or a named list of them
+#'   (`list(Home = "oov", Income = "mean")`). `"mean"` for all columns gives a
+#'   number column the training rows' mean and a category, character or logical
+#'   column the out-of-vocabulary bucket. Without one, the NAs of the feature
+#'   columns are one error listing every such column, its count and first rows
+#'   (numbered from 1, as R does), with both fixes written in R.
 #' @param split With a data frame: the fraction of rows held out for evaluation,
 #'   strictly between 0 and 1, or a data frame of evaluation rows with the same columns.
 #' @param task With a data frame: `"classification"` or `"regression"` (default
@@ -123,6 +127,18 @@
 #' defaults: `learning_rate`, `optimizer`, `hidden_units`, `dropout`,
 #' `batch_norm`, `l2_regularization` (and `linear_learning_rate`,
 #' `linear_optimizer` for `"wide_and_deep"`). An unknown flag is refused before the table is written.
+#' A formula is read as [stats::terms()] reads it: `.` is every other column,
+#' `-` drops terms (`mpg ~ . - carb`), `a:b` of two categories is a crossed
+#' column (`a` and `b` stay inputs) and of two numbers their product (the column
+#' [stats::model.matrix()] makes), and a function of columns (`log(hp)`,
+#' `I(wt^2)`) is computed in R as a new column (`log_hp`, with a message): the
+#' export then expects that column to hold the transformed value, and
+#' [predict()] on the run computes it from the columns. A function on the left,
+#' a matrix term (`poly()`), an `offset()` or a category crossed with a number
+#' is refused with the reason.
+#' The run is recorded where every run is: `runs_dir`, by default `runs/` of
+#' the working folder (the option `tfruns.runs_dir`), where [tpu_ls_runs()] and
+#' `tfruns::ls_runs()` look; the table and model go to `model_dir`.
 #' Inside `tfruns::training_run()` the record goes into tfruns's run and,
 #' unless `model_dir` is given, the table and model into
 #' `<runs folder>/.models/<run>` (a folder per run, which tfruns does not copy).
@@ -183,9 +199,13 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
       arg_error("label", NULL, "the name of the column to predict (or a formula such as mpg ~ . with data =)")
     }
     if (!is.null(model_fn)) arg_error("model_fn", model_fn, "NULL with a data frame: name a canned model in `model`")
-    return(train_table_run(table$data, table$label, model, feature_columns, missing, split, task, overrides,
-                           as_nullable_path(model_dir, "model_dir"), as_nullable_path(runs_dir, "runs_dir"),
-                           export, verbose, progress, flags))
+    # the formula's crossed columns, then the user's columns (which win, NULL included)
+    feature_columns <- c(table$feature_columns[setdiff(names(table$feature_columns), names(feature_columns))],
+                         feature_columns)
+    return(train_table_run(table$data, table$label, model, if (length(feature_columns)) feature_columns, missing,
+                           split, task, overrides, as_nullable_path(model_dir, "model_dir"),
+                           as_nullable_path(runs_dir, "runs_dir"), export, verbose, progress, flags,
+                           transforms = table$transforms, transforms_env = table$env))
   }
   if (!is.null(model)) overrides <- c(overrides, paste0("model=", as_string(model, "model")))
   if (is.character(model_fn)) {

@@ -131,3 +131,18 @@ def python_env() -> dict:
     env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table_tests_work_in_tmp(request, tmp_path_factory):
+    """`train_table` records its run in ``runs/`` of the working folder (as every job does), so
+    the table tests (and their module-scoped trained models) work in a temporary folder."""
+    if not Path(str(request.node.fspath)).name.startswith("test_tables"):
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("tables-cwd"))
+    try:
+        yield
+    finally:
+        os.chdir(before)

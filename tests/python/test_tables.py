@@ -61,7 +61,7 @@ def test_overrides_change_types_and_add_crosses():
 @pytest.mark.parametrize("case, message", [
     ({"label": "price"}, "label column 'price' not found"),
     ({"label": "origin", "task": "regression"}, "not a number; a regression label must be numeric"),
-    ({"label": "mpg"}, "column 'horsepower' has 3 missing value"),
+    ({"label": "mpg"}, r"'horsepower' \(3 missing, rows"),
 ])
 def test_bad_tables_are_refused_before_anything_is_written(tmp_path, case, message):
     out = tmp_path / "data"
@@ -142,7 +142,7 @@ def test_predict_table_unseen_category_missing_value_and_missing_column(regresso
     with pytest.raises(DataError, match="column 'weight' is missing"):
         predict_table(result.export_dir, frame.drop(columns="weight"))
     frame.loc[2, "weight"] = np.nan
-    with pytest.raises(DataError, match="column 'weight' has 1 missing value"):
+    with pytest.raises(DataError, match=r"'weight' \(1 missing, row 3\)"):
         predict_table(result.export_dir, frame)
 
 

@@ -49,10 +49,10 @@ test_that("bad tables are refused before anything trains, naming the column", {
   expect_error(quietly(tpu_train(df, label = "price", model_dir = file.path(work, "a"), verbose = FALSE)),
                "not a column")
   expect_error(quietly(tpu_train(df, label = "y", model_dir = file.path(work, "b"), verbose = FALSE)),
-               "column 'x' has 1 missing value")
+               "x (1 missing, row 2)", fixed = TRUE)
   expect_error(quietly(tpu_train(df, label = "y", missing = list(x = "mean"), model_dir = file.path(work, "c"),
                                  verbose = FALSE)),
-               "column 'z' has 1 missing value")
+               "z (1 missing, row 3)", fixed = TRUE)
   expect_error(quietly(tpu_train(df, label = "z", task = "regression", missing = "mean",
                                  model_dir = file.path(work, "d"), verbose = FALSE)),
                "regression label must be numeric|missing value")

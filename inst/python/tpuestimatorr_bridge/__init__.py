@@ -15,6 +15,7 @@ bytes of its column-major vector) and values R reads back through strict JSON.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -398,6 +399,25 @@ def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = Non
     return frame
 
 
+@contextlib.contextmanager
+def _r_syntax():
+    """A missing-values error (`feature_columns.check_missing`) re-raised with its fixes written
+    in R (`missing = list(x = "mean")`, not Python's dict) for the R user who reads it."""
+    from tpuestimator.errors import DataError
+    from tpuestimator.models.feature_columns import missing_values_message
+
+    try:
+        yield
+    except DataError as exc:
+        found = getattr(exc, "missing_columns", None)
+        if not found:
+            raise
+        error = DataError(missing_values_message(exc.missing_where, found, syntax="r", retrain=exc.missing_retrain),
+                          path=exc.path, record=exc.record, feature=exc.feature)
+        error.missing_columns = found
+        raise error from None
+
+
 @r_interruptible
 def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
                 split: Any = 0.2, feature_columns: Mapping[str, Any] | None = None,
@@ -408,9 +428,31 @@ def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: 
     from tpuestimator.tables import train_table as _train_table
 
     flags = json.loads(flags_json) if flags_json else None
-    return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=split,
-                        feature_columns=feature_columns, missing=missing, overrides=list(overrides), flags=flags,
-                        **job_kwargs)
+    with _r_syntax():
+        return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=split,
+                            feature_columns=feature_columns, missing=missing, overrides=list(overrides), flags=flags,
+                            **job_kwargs)
+
+
+@r_interruptible
+def tune_table(frame: Any, label: str, flags_json: str, model: str = "dnn", task: str | None = None,
+               split: float = 0.2, feature_columns: Mapping[str, Any] | None = None, missing: Any = None,
+               overrides: Sequence[str] = (), sample: float | None = None, runs_dir: str | None = None,
+               on_run: Any = None, **job_kwargs: Any) -> list[str]:
+    """`tpu_tuning_run(formula, data =)`: `tpuestimator.tables.tune_table`; returns the run folders
+    trained. `on_run(i, n, label)` (an R function) hears of each combination before it trains."""
+    from tpuestimator.tables import tune_table as _tune_table
+
+    def announce(i: int, n: int, combo: dict) -> None:
+        if on_run is not None:
+            on_run(i, n, ", ".join(f"{k}={v}" for k, v in combo.items()))
+
+    with _r_syntax():
+        results = _tune_table(frame, label=label, flags=json.loads(flags_json), model=model, task=task,
+                              split=float(split), feature_columns=feature_columns, missing=missing,
+                              overrides=list(overrides), sample=None if sample is None else float(sample),
+                              runs_dir=runs_dir, on_run=announce, **job_kwargs)
+    return [str(r.run_dir) for r in results if r.run_dir]
 
 
 def table_task_note(frame: Any, label: str) -> str | None:
@@ -437,4 +479,5 @@ def predict_table(export_dir: str, frame: Any) -> dict:
     """Predictions for a data frame from a table model's export, as {column: list}."""
     from tpuestimator.tables import predict_table as _predict_table
 
-    return {k: v.tolist() for k, v in _predict_table(export_dir, frame).items()}
+    with _r_syntax():
+        return {k: v.tolist() for k, v in _predict_table(export_dir, frame).items()}

@@ -108,6 +108,32 @@ def _receiver_function(preprocess, predictions):
     return serve_receiver
 
 
+class _RenamingNoteAtDebug(logging.Filter):
+    """TensorFlow logs "Function `serve` contains input name(s) table_handle, resource ... will
+    be renamed" (through absl) once per traced signature of every save: internal captured
+    tensors, nothing for a user to act on. Drops those records and logs the first once per
+    save, at debug level, as ours."""
+
+    def __init__(self):
+        super().__init__()
+        self.noted = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad record is not ours to judge
+            return True
+        if "contains input name(s)" not in text or not text.startswith("Function `"):
+            return True
+        if not self.noted:
+            self.noted = True
+            logger.debug("%s", text)
+        return False
+
+
+_TF_LOGGERS = ("absl", "tensorflow")  # TensorFlow 2.21 logs through absl; older ones as "tensorflow"
+
+
 def write_saved_model(module, export_dir_base: str, *, version: int | None, model_dir: str, step: int,
                       assets_extra: Mapping[str, Any] | None = None) -> str:
     """Saves `module` (a `serving_module`) with its signatures as `<export_dir_base>/<version>/`.
@@ -126,7 +152,14 @@ def write_saved_model(module, export_dir_base: str, *, version: int | None, mode
     final = os.path.join(export_dir_base, str(version))
     kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
     with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
-        tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+        renaming = _RenamingNoteAtDebug()
+        for name in _TF_LOGGERS:
+            logging.getLogger(name).addFilter(renaming)
+        try:
+            tf.saved_model.save(module, str(tmp), signatures=module.signature_functions)
+        finally:
+            for name in _TF_LOGGERS:
+                logging.getLogger(name).removeFilter(renaming)
         for name, value in (assets_extra or {}).items():
             atomic_write_json(os.path.join(tmp, "assets.extra", name), value)
         fault_point("in_export", step)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import keyword
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -262,23 +263,80 @@ def missing_default(column: Mapping[str, Any] | ColumnSpec):
     return ColumnSpec.parse("column", column).missing_default()
 
 
-def check_missing(name: str, values: np.ndarray, column: Mapping[str, Any] | ColumnSpec, *, where: str) -> np.ndarray:
-    """The mask of missing values of a column; a `DataError` when the policy is `error` and some are missing.
+def check_missing(columns: Mapping[str, Any], values: Mapping[str, np.ndarray], *, where: str,
+                  first_row: int = 0, retrain: bool = False) -> None:
+    """Checks every column of `columns` (`ColumnSpec`s or their dicts) whose policy is `error`
+    for missing values in `values` ({name: values}) and raises ONE error listing them all, so a
+    table with several incomplete columns is fixed in one try.
+
+    `first_row`: the position of `values`' first row in the whole table (a chunk's), so row
+    numbers count from 1 in the whole table, as R and spreadsheets number rows. `retrain`: the
+    fix is a new training (prediction from an export).
 
     Raises:
-      DataError: naming the column, how many rows and which, and the fix.
+      DataError: with `missing_columns` ({name: {"count", "rows" (1-based, the first five),
+        "numeric"}}), `feature` (the first such column) and `record` (its first row, 0-based).
     """
-    column = ColumnSpec.parse(name, column)
-    mask = missing_mask(values)
-    count = int(mask.sum())
-    if count and column.missing_policy == "error":
-        rows = np.flatnonzero(mask)
-        shown = ", ".join(str(int(r)) for r in rows[:5]) + (", ..." if count > 5 else "")
-        fix = "mean or zero" if column.type in ("numeric", "bucketized") else "oov"
-        raise DataError(f"{where}: column {name!r} has {count} missing value(s) (NA) in rows {shown}. Drop those "
-                        f"rows, fill them, or give the column a missing-value policy: missing={{{name!r}: "
-                        f"{fix.split()[0]!r}}} ({fix}).", feature=name, record=int(rows[0]))
-    return mask
+    found: dict[str, dict] = {}
+    first_record = None
+    for name, column in columns.items():
+        column = ColumnSpec.parse(name, column)
+        if column.missing_policy != "error" or name not in values:
+            continue
+        rows = np.flatnonzero(missing_mask(values[name]))
+        if len(rows):
+            found[name] = {"count": int(len(rows)), "rows": [first_row + int(r) + 1 for r in rows[:5]],
+                           "numeric": column.type in ("numeric", "bucketized")}
+            first_record = first_row + int(rows[0]) if first_record is None else first_record
+    if found:
+        error = DataError(missing_values_message(where, found, retrain=retrain), feature=next(iter(found)),
+                          record=first_record)
+        error.missing_columns = found
+        error.missing_where = where
+        error.missing_retrain = retrain
+        raise error
+
+
+_R_RESERVED = {"if", "else", "repeat", "while", "function", "for", "next", "break", "TRUE", "FALSE", "NULL",
+               "Inf", "NaN", "NA", "NA_integer_", "NA_real_", "NA_character_", "in"}
+
+
+def _r_name(name: str) -> str:
+    """`name` as an R list name: bare when syntactic, else in backticks."""
+    if re.fullmatch(r"([A-Za-z]|[.][A-Za-z._]|[.]$)[A-Za-z0-9._]*", name) and name not in _R_RESERVED:
+        return name
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def missing_values_message(where: str, found: Mapping[str, Mapping[str, Any]], *, syntax: str = "python",
+                           retrain: bool = False) -> str:
+    """The message of `check_missing`: every column with its count and first rows (from 1), the
+    one-argument fix (``missing="mean"``) and the per-column one, in Python or R syntax."""
+    def rows(info):
+        shown = ", ".join(str(r) for r in info["rows"]) + (", ..." if info["count"] > len(info["rows"]) else "")
+        return f"{info['count']} missing, row{'s' if info['count'] > 1 else ''} {shown}"
+
+    def policy(info):
+        return "mean" if info["numeric"] else "oov"
+
+    if syntax == "r":
+        listed = ", ".join(f"{name} ({rows(info)})" for name, info in found.items())
+        every = 'missing = "mean"'
+        each = "missing = list(" + ", ".join(f'{_r_name(n)} = "{policy(i)}"' for n, i in found.items()) + ")"
+    else:
+        listed = ", ".join(f"{name!r} ({rows(info)})" for name, info in found.items())
+        every = "missing='mean'"
+        each = "missing={" + ", ".join(f"{n!r}: {policy(i)!r}" for n, i in found.items()) + "}"
+    count = len(found)
+    what = "the model was trained with no missing-value policy for it" if count == 1 else \
+        "the model was trained with no missing-value policy for them"
+    if not retrain:
+        what = "no missing-value policy covers it" if count == 1 else "no missing-value policy covers them"
+    fix = "Fill those values, or retrain" if retrain else "Drop or fill those rows, or train"
+    return (f"{where}: {count} column{'s' if count > 1 else ''} with missing values (NA), and {what}: {listed}. "
+            f"{fix} with {every} for all columns at once (a number column gets the training rows' mean, a "
+            f"category, character or logical column the out-of-vocabulary bucket), or per column: {each} "
+            "(\"mean\" or \"zero\" for numbers, \"oov\" for categories).")
 
 
 def table_summary(columns: Mapping[str, Any]) -> str:

@@ -7,6 +7,8 @@ module on first use.
   TFRecords + a manifest holding the inferred `feature_columns` and the `task`
 - `infer_feature_columns(source, label=, ...)` (write): the same inference, nothing written
 - `train_table(source, label=, model=, out_dir=, ...)` (api): write, then train a canned model
+- `tune_table(source, label=, flags=, model=, ...)` (tune): write once, then one run per
+  combination of flag values, as `jobs.tune.tuning_run` (R's `tpu_tuning_run(mpg ~ ., data =)`)
 - `predict_table(export_dir, frame)` (api): predictions for a data frame from an export
 - `predict_table_to_file(export_dir, table.csv, out.csv)` (predict): the same, a CSV / Parquet
   file read and its predictions written chunk by chunk (atomically)
@@ -25,6 +27,7 @@ _EXPORTS = {
     "predict_table": "api",
     "predict_table_to_file": "predict",
     "table_config": "api",
+    "tune_table": "tune",
 }
 
 __all__ = sorted(_EXPORTS)

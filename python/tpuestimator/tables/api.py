@@ -65,7 +65,9 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
         fraction, strictly between 0 and 1, or an eval table).
       model: `linear`, `dnn` or `wide_and_deep` (or any model name a config takes).
       config: config sections merged over the defaults (`table_config`).
-      runs_dir, model_dir: default `out_dir/runs` and `out_dir/model`.
+      runs_dir: where the run record goes, as for every job: default the config's
+        `run.runs_dir`, else ``runs`` of the working folder (where `ls_runs` and tfruns look).
+      model_dir: default `out_dir/model`.
       flags: a run's flags (tfruns's FLAGS from R) applied after the overrides, named as
         `tpuestimator.runs.flags` maps them; see `table_flag_overrides`.
       job_kwargs: passed to `tpuestimator.jobs.job.run_job` (overrides, progress, hooks, ...).
@@ -100,7 +102,7 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
     os.makedirs(model_dir, exist_ok=True)
     atomic_write_json(os.path.join(model_dir, TABLE_FILE), {"fingerprint": fingerprint, "manifest": manifest["path"]})
     cfg = table_config(manifest["path"], model=model, config=config)
-    return run_job(cfg, model_dir=model_dir, runs_dir=runs_dir or os.path.join(out_dir, "runs"), **job_kwargs)
+    return run_job(cfg, model_dir=model_dir, runs_dir=runs_dir, **job_kwargs)
 
 
 # In a table model's model dir: the fingerprint of the table its checkpoints were trained on.

@@ -16,7 +16,7 @@ import numpy as np
 
 from tpuestimator.errors import ConfigError, DataError
 from tpuestimator.models.column_spec import parse_columns
-from tpuestimator.models.feature_columns import missing_mask
+from tpuestimator.models.feature_columns import check_missing, missing_mask
 from tpuestimator.tables.frames import column_values, read_table
 
 log = logging.getLogger(__name__)
@@ -77,21 +77,16 @@ def table_inputs(frame: Any, columns: Mapping[str, Any], *, where: str = "newdat
     out = {}
     columns = parse_columns(columns)
     stored = {name: column for name, column in columns.items() if column.stored}
-    for name, column in stored.items():
+    for name in stored:
         if name not in frame.columns:
             raise DataError(f"{where}: column {name!r} is missing; the model was trained on the columns "
                             f"{sorted(stored)}. Add it (values may be NA where the column has a "
                             "missing-value policy).", feature=name)
-        values, _ = column_values(frame[name])
-        mask = missing_mask(values)
-        default = column.missing_default()
-        if mask.any() and default is None:
-            rows = np.flatnonzero(mask)
-            raise DataError(f"{where}: column {name!r} has {int(mask.sum())} missing value(s) (NA), e.g. row "
-                            f"{first_row + int(rows[0]) + 1}, and the model was trained with no missing-value policy for it. "
-                            "Fill them, or retrain with missing={" + repr(name) + ": 'mean'|'zero'|'oov'}.",
-                            feature=name, record=first_row + int(rows[0]))
-        out[name] = _convert(name, values, mask, column, default, where, first_row)
+    values = {name: column_values(frame[name])[0] for name in stored}
+    check_missing(stored, values, where=where, first_row=first_row, retrain=True)  # every column in one error
+    for name, column in stored.items():
+        out[name] = _convert(name, values[name], missing_mask(values[name]), column, column.missing_default(),
+                             where, first_row)
     return out
 
 

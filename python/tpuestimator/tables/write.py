@@ -92,8 +92,7 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
                           and inferred[col]["type"] != "bucketized"}
     columns = apply_overrides(inferred, extra, where="feature_columns")
     check_input_names(list(columns), where=name)
-    for col, column in record_columns(columns).items():
-        check_missing(col, values_by_column[col], column, where=name)
+    check_missing(record_columns(columns), values_by_column, where=name)  # every column in one error
     if len(eval_idx) == 0:  # after the columns' own errors, which a larger table would meet too
         held = " (held out per class, rounded)" if task == "classification" else ""
         raise DataError(f"{name}: {len(frame)} row(s) leave no evaluation rows with split={split}{held}; raise "
