@@ -49,6 +49,11 @@ def test_mnist_tpu_port_trains_on_the_bundled_digits_and_exports(tmp_path, porti
         labels.append(example.features.feature["label"].int64_list.value[0])
     served = open_export(out["export_dir"]).run("serving_default", {"image": np.stack(images)})
     assert np.mean(served["class_ids"] == np.array(labels)) >= 0.8   # the raw-image signature serves the model
+    # The example's own predictions (the first 10 records of eval.tfrecord) are the served
+    # model's classes for the same images, and mostly the true digits.
+    predicted = np.array([c for c, _ in out["predictions"]])
+    np.testing.assert_array_equal(predicted, served["class_ids"][:10])
+    assert np.mean(predicted == np.array(labels[:10])) >= 0.7, (predicted, labels[:10])
 
 
 @pytest.mark.slow
@@ -102,4 +107,8 @@ def test_flowers_tpu_port_trains_on_generated_jpeg_records_and_serves_one_jpeg(t
                                                 {"image_bytes": np.array(jpeg_bytes(draw_shape("square", rng)),
                                                                          dtype=object)})
     assert served["probabilities"].shape == (1, 3)
-    assert served["class"][0] in CLASSES
+    np.testing.assert_allclose(served["probabilities"].sum(), 1.0, rtol=1e-5)
+    # the square is recognised: its class is the most probable one, by name
+    name = served["class"][0]
+    name = name.decode() if isinstance(name, bytes) else name
+    assert name == CLASSES[int(np.argmax(served["probabilities"][0]))] == "square"

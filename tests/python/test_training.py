@@ -105,3 +105,53 @@ def test_a_jobs_exports_carry_their_metadata_the_moment_they_appear(tmp_path, fi
         assert meta is not None, f"{path} appeared without its metadata"
         assert meta["global_step"] == int(os.path.basename(path)) and meta["data"]["manifest"]
         assert meta["class_names"] and meta["feature_spec"]
+
+
+def test_early_stopping_and_the_best_export_survive_a_restart(tmp_path):
+    """README: "early stopping and a best-model export survive restarts". A training with
+    early stopping is stopped mid-way (its call ends at step 20, as a killed or preempted job
+    would), then the same training is started again by a new Estimator: the patience counter
+    and the best value come back from the model dir, so it stops at the evaluation the
+    uninterrupted run would have stopped at, and the best export stays the best checkpoint's.
+    The monitored metric is the training loss in mode `max`: training lowers it at every
+    evaluation, so the first evaluation (step 10) is the best and every later one is worse."""
+    import numpy as np
+
+    from tpuestimator.core.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+    from tpuestimator.serving.exports import open_export
+
+    x, y = make_data(200)
+
+    def run(max_steps):
+        evals = []
+        spec = EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=10,
+                        exporters=make_exporters(["best"], str(tmp_path / "export"), best_metric="loss",
+                                                 best_mode="max"),
+                        early_stopping=EarlyStopping(metric="loss", mode="max", patience=2))
+        out = train_and_evaluate(_estimator(tmp_path / "m", lr=0.2),
+                                 TrainSpec(input_fn=array_input_fn(x, y), max_steps=max_steps,
+                                           hooks=[_on_eval(lambda step, m: evals.append((step, m["loss"])))]),
+                                 spec)
+        return out, evals
+
+    first, evals = run(20)
+    assert [s for s, _ in evals] == [10, 20] and evals[1][1] < evals[0][1] and not first.stopped_early
+    state = json.loads((tmp_path / "m" / "early_stopping.json").read_text())
+    assert state["bad_evals"] == 1 and state["best"] == pytest.approx(evals[0][1])
+
+    again, more = run(200)   # the restart: new objects, only the model dir remembers
+    # evaluations 3 and 4 are the 2nd and 3rd without improvement: patience 2 stops at step 40
+    # (a restart that forgot would take step 30 as its best and stop at 60)
+    assert [s for s, _ in more] == [30, 40]
+    assert again.stopped_early and again.global_step == 40
+    state = json.loads((tmp_path / "m" / "early_stopping.json").read_text())
+    assert state["bad_evals"] == 3 and state["best"] == pytest.approx(evals[0][1])
+    best = json.loads((tmp_path / "export" / "best" / "best_state.json").read_text())
+    assert best["step"] == 10 and best["value"] == pytest.approx(evals[0][1])
+    assert sorted(os.listdir(tmp_path / "export" / "best")) == ["10", "best_state.json"]
+    assert again.exports["best"] == best["export"]
+    # The best export is the step-10 model: its probabilities give, by hand, the step-10 loss.
+    probabilities = np.asarray(open_export(best["export"]).run("features", {"x": x})["probabilities"])
+    by_hand = -np.mean(np.log(probabilities[np.arange(len(y)), y]))
+    assert by_hand == pytest.approx(evals[0][1], rel=1e-4)
+    assert by_hand > more[-1][1] + 1e-3
