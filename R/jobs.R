@@ -144,8 +144,9 @@ as_nullable_data_pattern <- function(data) {
 #'   outputs); from files, first `source` (the file) and `index` (the record's index
 #'   in it). From a table file: as for a data frame ([predict.tpu_run()]), one row per
 #'   row of the file in its order; with `out`, the file holds `source` and `index`
-#'   (the row's number in the table, from 0) first. With `out`: the file's path,
-#'   invisibly.
+#'   (the row's number in the table, from 0) first, and the path returned has the
+#'   attributes `rows` (predictions written) and `chunks` (chunks read). With `out`:
+#'   the file's path, invisibly.
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
@@ -218,7 +219,8 @@ predict_table_file <- function(target, path, out, batch_size, chunk_rows, levels
     if (!grepl("\\.(csv|parquet)$", out, ignore.case = TRUE)) arg_error("out", out, "a .csv or .parquet file path")
     res <- with_python(py_bridge()$predict_table_file_to_file(target, path, out, chunk_rows = chunk_rows,
                                                               batch_size = batch_size))
-    return(invisible(py_to_r_json(res)$path))
+    res <- py_to_r_json(res)
+    return(invisible(structure(res$path, rows = as.integer(res$rows), chunks = as.integer(res$chunks))))
   }
   cols <- py_to_r_json(with_python(py_bridge()$predict_table_file(target, path, chunk_rows = chunk_rows,
                                                                   batch_size = batch_size)), simplify = FALSE)

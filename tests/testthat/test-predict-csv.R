@@ -32,7 +32,9 @@ test_that("tpu_predict() of a CSV file reads it in chunks and predicts as the wh
   expect_equal(as.matrix(chunked[, probs]), as.matrix(whole[, probs]), tolerance = 1e-6)
   # into a file, chunk by chunk: the table's rows numbered from 0 in `index`, the same predictions
   out <- file.path(work, "pred.csv")
-  expect_identical(quietly(tpu_predict(run$export_dir, path, out = out, chunk_rows = 16L)), out)
+  written_to <- quietly(tpu_predict(run$export_dir, path, out = out, chunk_rows = 16L))
+  expect_identical(as.character(written_to), out)
+  expect_identical(attributes(written_to), list(rows = 50L, chunks = 4L))   # 16 + 16 + 16 + 2 rows
   written <- utils::read.csv(out, stringsAsFactors = FALSE)
   expect_identical(written$index, 0:49)
   expect_identical(written$class, as.character(whole$class))
