@@ -121,7 +121,11 @@ as_nullable_data_pattern <- function(data) {
 #' (`tpuestimator.jobs.job.predict()`) and returns one row per example. TFRecord and
 #' image files (paths or glob patterns) are read in batches
 #' (`tpuestimator.jobs.export_jobs`): with `out`, the predictions go to a CSV or Parquet
-#' file batch by batch, so memory stays flat in the number of records.
+#' file batch by batch, so memory stays flat in the number of records. For a model
+#' trained on a table, `newdata` may be the path of a `.csv` or `.parquet` table: it
+#' is read `chunk_rows` rows at a time (never whole), so with `out` memory stays flat
+#' in the table's size, and without it only the predictions are kept; rows in errors
+#' are counted from 1 over the whole file.
 #'
 #' @param run_or_export A `tpu_run`, a row of [tpu_ls_runs()], a run folder, a model
 #'   folder or a SavedModel export folder.
@@ -129,15 +133,21 @@ as_nullable_data_pattern <- function(data) {
 #'   array whose first dimension indexes examples (for a model with a single input,
 #'   e.g. images `[n, height, width, channels]` or flattened `[n, height * width]`),
 #'   a named list of arrays, or a character vector of TFRecord or JPEG/PNG file
-#'   paths or glob patterns (`"data/eval-*.tfrecord"`).
+#'   paths or glob patterns (`"data/eval-*.tfrecord"`), or for a table model the
+#'   path of one `.csv` or `.parquet` table with the training's columns.
 #' @param out `NULL`, or (files only) a `.csv` or `.parquet` file to write the
 #'   predictions to (written atomically; Parquet needs the Python package pyarrow).
 #' @param batch_size Records per batch when reading files.
+#' @param chunk_rows Rows read at a time from a `.csv` or `.parquet` table.
 #' @return A data frame with one row per example: `class_id` (the predicted label
 #'   id, counted from 0 as in the data), `class` (its name, when the model has a
 #'   vocabulary), and one `prob_<class>` column per class (or the model's other
 #'   outputs); from files, first `source` (the file) and `index` (the record's index
-#'   in it). With `out`: the file's path, invisibly.
+#'   in it). From a table file: as for a data frame ([predict.tpu_run()]), one row per
+#'   row of the file in its order; with `out`, the file holds `source` and `index`
+#'   (the row's number in the table, from 0) first, and the path returned has the
+#'   attributes `rows` (predictions written) and `chunks` (chunks read). With `out`:
+#'   the file's path, invisibly.
 #' @examples
 #' if (tpuestimator_available()) {
 #'   out <- tempfile("digits-")
@@ -149,7 +159,7 @@ as_nullable_data_pattern <- function(data) {
 #'   head(tpu_predict(run, file.path(out, "example", "eval.tfrecord")))
 #' }
 #' @export
-tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) {
+tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L, chunk_rows = 65536L) {
   quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   target <- run_target(run_or_export, "run_or_export", prefer = "export_dir")
   if (missing(newdata) || is.null(newdata)) {
@@ -158,7 +168,15 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
   out <- as_nullable_path(out, "out")
   batch_size <- as_integer(batch_size, "batch_size")
   if (batch_size < 1L) arg_error("batch_size", batch_size, "a whole number >= 1")
+  chunk_rows <- as_integer(chunk_rows, "chunk_rows")
+  if (chunk_rows < 1L) {
+    arg_error("chunk_rows", chunk_rows, "a whole number >= 1 (rows read at a time from a table file)")
+  }
   target <- find_saved_model(target)
+  if (is_table_file(newdata)) {
+    levels <- if (inherits(run_or_export, "tpu_run")) run_or_export$table$levels else NULL
+    return(predict_table_file(target, newdata, out, batch_size, chunk_rows, levels))
+  }
   if (is.character(newdata) && is.null(dim(newdata))) {
     files <- as_file_patterns(newdata)
     if (!is.null(out)) {
@@ -169,7 +187,9 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
     res <- with_python(py_bridge()$predict_files(target, files, batch_size = batch_size))
     return(prediction_columns_to_df(py_to_r_json(res, simplify = FALSE)))
   }
-  if (!is.null(out)) arg_error("out", out, "NULL unless `newdata` names files (TFRecord or images)")
+  if (!is.null(out)) {
+    arg_error("out", out, "NULL unless `newdata` names files (TFRecord, images, or a .csv or .parquet table)")
+  }
   if (is.data.frame(newdata) && !is.null(py_to_r_json(py_bridge()$table_export(target), simplify = FALSE))) {
     levels <- if (inherits(run_or_export, "tpu_run")) run_or_export$table$levels else NULL
     if (inherits(run_or_export, "tpu_run")) {  # a formula's computed columns (log(x), a:b of numbers)
@@ -181,6 +201,46 @@ tpu_predict <- function(run_or_export, newdata, out = NULL, batch_size = 1024L) 
   features <- as_py_features(newdata, spec)
   res <- with_python(py_bridge()$predict(target, features))
   predictions_to_df(res, export_class_names(target))
+}
+
+# One .csv / .parquet path: a table model's input file, read in chunks (predict_table_file).
+is_table_file <- function(newdata) {
+  is.character(newdata) && is.null(dim(newdata)) && length(newdata) == 1L && !is.na(newdata) &&
+    grepl("\\.(csv|parquet|pq)$", newdata, ignore.case = TRUE)
+}
+
+# A table model's predictions for a .csv / .parquet file, read `chunk_rows` rows at a time
+# (tpuestimator.tables.predict): into `out` chunk by chunk, or as predict_table_df()'s data frame.
+predict_table_file <- function(target, path, out, batch_size, chunk_rows, levels = NULL) {
+  if (!file.exists(path)) {
+    arg_error("newdata", path, "an existing .csv or .parquet file (the table to predict), or a data frame")
+  }
+  if (is.null(py_to_r_json(py_bridge()$table_export(target), simplify = FALSE))) {
+    arg_error("newdata", path, paste0("the files this model reads (TFRecord or images): a .csv or .parquet ",
+                                      "table is the input of a model trained on a table only"))
+  }
+  path <- normalizePath(path)
+  if (!is.null(out)) {
+    if (!grepl("\\.(csv|parquet)$", out, ignore.case = TRUE)) arg_error("out", out, "a .csv or .parquet file path")
+    res <- with_python(py_bridge()$predict_table_file_to_file(target, path, out, chunk_rows = chunk_rows,
+                                                              batch_size = batch_size))
+    res <- py_to_r_json(res)
+    return(invisible(structure(res$path, rows = as.integer(res$rows), chunks = as.integer(res$chunks))))
+  }
+  cols <- py_to_r_json(with_python(py_bridge()$predict_table_file(target, path, chunk_rows = chunk_rows,
+                                                                  batch_size = batch_size)), simplify = FALSE)
+  table_prediction_columns_to_df(cols, levels)
+}
+
+# {column: list} of a table model's predictions -> a data frame: `class` a factor with the
+# training label's levels (else the prob_<class> columns' order), `class_id` integer.
+table_prediction_columns_to_df <- function(cols, levels = NULL) {
+  df <- prediction_columns_to_df(cols)
+  if ("class" %in% names(df)) {
+    classes <- levels %||% sub("^prob_", "", grep("^prob_", names(df), value = TRUE))
+    df$class <- factor(df$class, levels = classes)
+  }
+  df
 }
 
 # File paths / glob patterns -> a Python list; a plain path (no wildcard) must exist.

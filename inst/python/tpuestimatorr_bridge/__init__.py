@@ -246,6 +246,29 @@ def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size:
 
 
 @r_interruptible
+def predict_table_file(export_dir: str, path: str, chunk_rows: int = 65536, batch_size: int = 1024) -> dict:
+    """A table model's predictions for a .csv/.parquet file read `chunk_rows` rows at a time, as
+    {column: list}: only the predictions are kept, never more than one chunk of the table."""
+    from tpuestimator.tables.predict import iter_table_predictions
+
+    out: dict[str, list] = {}
+    for columns in iter_table_predictions(export_dir, path, chunk_rows=int(chunk_rows), batch_size=int(batch_size)):
+        for name, values in columns.items():
+            out.setdefault(name, []).extend(values.tolist())
+    return out
+
+
+@r_interruptible
+def predict_table_file_to_file(export_dir: str, path: str, out: str, chunk_rows: int = 65536,
+                               batch_size: int = 1024) -> dict:
+    """A table model's predictions for a .csv/.parquet file, read and written chunk by chunk into
+    `out` (atomically); {path, rows, chunks, format}."""
+    from tpuestimator.tables.predict import predict_table_to_file
+
+    return predict_table_to_file(export_dir, path, out, chunk_rows=int(chunk_rows), batch_size=int(batch_size))
+
+
+@r_interruptible
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
     from tpuestimator.jobs.job import export_job as _export_job
