@@ -34,6 +34,7 @@ def test_digits_example_is_the_real_optdigits_split_and_reproducible(tmp_path):
         assert digest(tmp_path / name) == digest(DIGITS / name), name
 
 
+@pytest.mark.quick("examples")
 def test_write_example_digits_reads_back(tmp_path):
     config = write_example("digits", tmp_path / "d")
     cfg = load_config(config)
@@ -53,7 +54,6 @@ def test_write_example_digits_reads_back(tmp_path):
     assert digits.target[i] == labels[0]  # the pixels and labels of the real digit
 
 
-@pytest.mark.quick("examples")
 def test_shapes_example_is_generated_deterministically(tmp_path):
     a, b = write_example("shapes", tmp_path / "a"), write_example("shapes", tmp_path / "b")
     for name in ("train.tfrecord", "eval.tfrecord", "manifest.json", "labels.txt"):
