@@ -97,7 +97,7 @@ test_that("the 'View latest run' addin opens the latest run's report, or says th
   skip_if_no_tpuestimator()
   runs <- tempfile("runs-")
   withr::local_options(tfruns.runs_dir = runs)
-  expect_message(expect_null(addin_view_latest_run()), "No runs in", fixed = TRUE)
+  expect_message(expect_null(addin_view_latest_run()), "No runs in")
   write_fake_run(runs, "2026-11-29T10-00-00Z", flags = list(learning_rate = 0.25, model = "cnn"))
   write_fake_run(runs, "2026-11-29T10-00-01Z", flags = list(learning_rate = 0.75, model = "mlp"))
   opened <- NULL
