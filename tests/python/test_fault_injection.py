@@ -49,16 +49,15 @@ pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (co
 POINTS = int(os.environ.get("TPUESTIMATOR_FAULT_POINTS", "5"))
 SEED = int(os.environ.get("TPUESTIMATOR_FAULT_SEED", "13"))
 PER_CHAIN = 5
-MAX_STEPS = 300
+MAX_STEPS = 600
 # Small loops and frequent checkpoints, so that kills land in loops, checkpoint writes,
-# evaluations (every 100 steps) and exports (best after each evaluation, final at the end).
+# evaluations (every 200 steps) and exports (best after each evaluation, final at the end).
 # A small learning rate keeps the final loss far from its floor, so that it tells apart
-# runs that saw other batches. (600 steps and an evaluation every 200 cost each of the seven
-# trainings twice the steps and no other kind of moment to land in.)
+# runs that saw other batches.
 SETTINGS = {"params": {"learning_rate": 0.003},
             "train": {"max_steps": MAX_STEPS, "iterations_per_loop": 5, "save_checkpoints_steps": 20,
                       "keep_checkpoint_max": 3},
-            "eval": {"every_n_steps": 100},
+            "eval": {"every_n_steps": 200},
             "export": {"enabled": True, "exporters": ["final", "best"]}}
 TIMEOUT_S = 300
 
