@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Every test: set up (system packages, then Python with the beam, R-bridge and docs extras, then
 # the R package), then pytest, testthat, R CMD check, the linters (ruff, lintr) and the docs sites.
-# Usage: scripts/test.sh [--setup-only | --plan] [PYTEST_ARGS...]
+# Usage: scripts/test.sh [--setup-only | --plan | --quick] [PYTEST_ARGS...]
 #   --setup-only  set up, then stop;  --plan  print the set-up steps in order, run nothing
+#   --quick       the quick tier, for working between full runs (under 3 minutes): the pytest
+#                 tests marked `quick` and the testthat files named in tests/quick_testthat.txt
+#                 (a fast test of every sub-package and every R file, test_quick_tier.py keeps
+#                 it so), then the linters; no R CMD check. Set-up runs only where it is not done.
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
 # sets pytest's worker processes (default 2, one per core here; 0 runs in one process).
 set -euo pipefail
@@ -11,6 +15,7 @@ mode=test
 case "${1:-}" in
   --setup-only) mode=setup; shift ;;
   --plan) mode=plan; shift ;;
+  --quick) mode=quick; shift ;;
 esac
 
 step() {
@@ -18,10 +23,20 @@ step() {
   [ "$mode" = plan ] || "${@:2}"
 }
 # R and the system libraries first: the Python `r` extra (rpy2) compiles against R.
-step "system packages" bash scripts/setup_system.sh python r browser lint datasets
-step "python" bash scripts/setup_python.sh dev beam r docs
-step "R package" bash scripts/setup_r.sh
-[ "$mode" = test ] || exit 0
+# The installed R package (child R processes load it) is rebuilt when its sources change.
+r_sources_hash() { cat DESCRIPTION NAMESPACE R/*.R $(find inst -type f | sort) | sha256sum | cut -c1-16; }
+r_stamp=build/r-package.stamp
+if [ "$mode" = quick ] && .venv/bin/python -c "import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ('tpuestimator', 'tensorflow', 'pytest', 'xdist')))" 2>/dev/null \
+    && [ "$(cat "$r_stamp" 2>/dev/null)" = "$(r_sources_hash)" ]; then
+  echo "== set-up: done already (the venv has tpuestimator and TensorFlow; the R package matches its sources)"
+else
+  step "system packages" bash scripts/setup_system.sh python r browser lint datasets
+  step "python" bash scripts/setup_python.sh dev beam r docs
+  step "R package" bash scripts/setup_r.sh
+  [ "$mode" = plan ] || { mkdir -p build && r_sources_hash > "$r_stamp"; }
+fi
+[ "$mode" = test ] || [ "$mode" = quick ] || exit 0
 
 export TPUESTIMATORR_PYTHON="$PWD/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -36,6 +51,20 @@ timed() {
   "$@" || status=$?
   echo "== $name: $((SECONDS - start)) s"
 }
+if [ "$mode" = quick ]; then
+  quick_r=$(sed 's/#.*//; s/^test-//; s/\.R *$//' tests/quick_testthat.txt | grep -v '^ *$' | paste -sd'|')
+  timed "pytest (quick)" .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -m quick -n "$workers" \
+    --dist loadgroup --durations=5 "$@"
+  side_log=$(mktemp)
+  ( status=0; timed lint bash scripts/lint.sh; exit $status ) >"$side_log" 2>&1 &
+  side=$!
+  timed "testthat (quick)" Rscript -e "res <- testthat::test_local('.', filter = '^($quick_r)\$', reporter = c('summary', 'fail'), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf('testthat: %d passed, %d failed, %d skipped\n', sum(df\$passed), sum(df\$failed) + sum(df\$error), sum(df\$skipped))); if (sum(df\$failed) + sum(df\$error) > 0 || (Sys.getenv('TPUESTIMATOR_FORCE_TESTS') == '1' && sum(df\$skipped) > 0)) quit(status = 1)"
+  wait "$side" || status=1
+  cat "$side_log"
+  rm -f "$side_log"
+  echo "== total: $SECONDS s"
+  exit $status
+fi
 timed pytest .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -n "$workers" --dist loadgroup --durations=15 "$@"
 # R CMD check, the linters and the docs sites (mkdocs --strict, pkgdown, checked in Chromium) run beside testthat, their output held back until testthat ends:
 # each is one R or Python process using about one core, so together they take about the time of

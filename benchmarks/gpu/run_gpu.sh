@@ -11,8 +11,8 @@
 #      GPU_BENCH_SMOKE=1 uses tiny sizes; GPU_BENCH_ROUNDS (default 15) timed rounds;
 #      GPU_BENCH_VARIANTS overrides the precision/XLA list (e.g. "float32,mixed_bfloat16+jit").
 # Wall-clock: under 5 minutes on one H200 (each step is bounded by `timeout`: 60 + 180 + 50 s
-# at most; bench_loop.py rewrites its JSON after every variant, so a step cut short keeps
-# what it measured). The results land in OUT_DIR: gpu_cnn.json, gpu_linear.json, env.txt, *.log.
+# at most, set by GPU_BENCH_CHECK_TIMEOUT, _CNN_TIMEOUT and _LINEAR_TIMEOUT; bench_loop.py
+# rewrites its JSON after every variant, so a step cut short keeps what it measured). The results land in OUT_DIR: gpu_cnn.json, gpu_linear.json, env.txt, *.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -33,7 +33,7 @@ start=$(date +%s)
 } > "$OUT_DIR/env.txt" 2>&1
 
 # 1. TensorFlow sees a GPU (fails fast, with the reason, when it does not).
-if ! timeout 60 "$PY" - >> "$OUT_DIR/env.txt" 2>&1 <<'PYEOF'
+if ! timeout "${GPU_BENCH_CHECK_TIMEOUT:-60}" "$PY" - >> "$OUT_DIR/env.txt" 2>&1 <<'PYEOF'
 import os, sys
 import tensorflow as tf, keras
 gpus = tf.config.list_physical_devices("GPU")

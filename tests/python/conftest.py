@@ -13,7 +13,8 @@
   handed out first, in collection order (xdist would otherwise reorder groups by size).
 - Stress mode: ``TPUESTIMATOR_STRESS=N`` runs every test marked ``real_process`` (real
   clusters, killed processes, full disks, fresh processes: the tests whose outcome can
-  depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``.
+  depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``; a module
+  fixture that takes ``stress_round`` runs once per round.
 """
 from __future__ import annotations
 
@@ -55,8 +56,17 @@ def pytest_configure(config):
 def pytest_generate_tests(metafunc):
     repetitions = stress_repetitions()
     if repetitions > 1 and metafunc.definition.get_closest_marker("real_process"):
-        metafunc.fixturenames.append("stress_round")
-        metafunc.parametrize("stress_round", range(1, repetitions + 1), ids=lambda i: f"stress{i}")
+        if "stress_round" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("stress_round")
+        # module scope: a module fixture taking `stress_round` (the fault-injection chains) runs
+        # again in every round; with the function scope it ran once for all N rounds
+        metafunc.parametrize("stress_round", range(1, repetitions + 1), ids=lambda i: f"stress{i}", scope="module")
+
+
+@pytest.fixture(scope="module")
+def stress_round() -> int:
+    """The stress-mode round (1 outside stress mode, where nothing parametrizes it)."""
+    return 1
 
 
 def pytest_collection_modifyitems(session, config, items):

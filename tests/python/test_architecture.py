@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tpuestimator"
 
 
@@ -132,6 +134,7 @@ def test_no_private_names_imported_across_modules():
     assert not offenders, "private names imported across modules: " + "; ".join(sorted(offenders))
 
 
+@pytest.mark.quick("schema")
 def test_config_defaults_have_one_source_the_schema():
     import dataclasses
     import json
@@ -308,6 +311,7 @@ def test_section_views_declare_exactly_the_schema_fields():
         cfg.train.max_steps = 3
 
 
+@pytest.mark.quick("commands")
 def test_every_command_module_is_registered_and_imports():
     """A command module missing from `cli.COMMAND_MODULES`, a name there with no module, or a
     module that fails to import: each fails here (the CLI used to skip such a command quietly)."""

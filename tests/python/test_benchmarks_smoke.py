@@ -260,7 +260,8 @@ def test_gpu_script_dry_run_on_cpu(tmp_path):
     out = tmp_path / "gpu"
     env = dict(os.environ, GPU_BENCH_ALLOW_CPU="1", GPU_BENCH_SMOKE="1", GPU_BENCH_ROUNDS="1",
                GPU_BENCH_VARIANTS="float32,mixed_bfloat16+jit,mixed_float16+jit", PYTHONPATH=str(REPO / "python"),
-               GPU_BENCH_CNN_TIMEOUT="500", GPU_BENCH_LINEAR_TIMEOUT="300")  # a loaded 2-core CPU, not an H200
+               GPU_BENCH_CHECK_TIMEOUT="300", GPU_BENCH_CNN_TIMEOUT="500", GPU_BENCH_LINEAR_TIMEOUT="300")
+    # a loaded 2-core CPU, not an H200: TensorFlow's import alone took over 60 s at load 12
     proc = subprocess.run(["bash", str(BENCH / "gpu" / "run_gpu.sh"), sys.executable, str(out)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

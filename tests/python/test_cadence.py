@@ -1,9 +1,12 @@
 """controller.EvalCadence: when train_and_evaluate evaluates (TensorFlow-free)."""
 from __future__ import annotations
 
+import pytest
+
 from tpuestimator.core.controller import EvalCadence
 
 
+@pytest.mark.quick("core")
 def test_segments_end_at_each_evaluation_step_capped_at_max_steps():
     cadence = EvalCadence(every_n_steps=20, max_steps=50)
     assert [cadence.segment_end(s) for s in (0, 19, 20, 40, 45)] == [20, 20, 40, 50, 50]

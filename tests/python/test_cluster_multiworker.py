@@ -46,6 +46,7 @@ def _env(tmp_path) -> dict:
 
 # ---------------------------------------------------------------------------------- roles, shapes
 
+@pytest.mark.quick("cluster")
 def test_task_roles_from_tf_config():
     cluster = {"worker": ["a:1", "b:2"]}
     role = task_role({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})})

@@ -22,6 +22,7 @@ def _drop(raw: dict, dotted: str) -> None:
     del raw[last]
 
 
+@pytest.mark.quick("config", "errors")
 @pytest.mark.parametrize("case", BAD["cases"], ids=[c["name"] for c in BAD["cases"]])
 def test_bad_config_names_field_value_and_fix(case):
     raw = copy.deepcopy(BAD["base"])
@@ -79,6 +80,7 @@ def test_cli_reports_bad_config_before_tensorflow_starts(tmp_path, python_env):
     assert "train.batch_size" in proc.stderr and ">= 1" in proc.stderr
 
 
+@pytest.mark.quick("cli")
 def test_cli_help_does_not_import_tensorflow(python_env):
     code = ("import sys; from tpuestimator.cli import build_parser; build_parser().format_help(); "
             "print('tensorflow' in sys.modules)")

@@ -15,6 +15,7 @@ BASE = {"model": "linear", "data": {"format": "mnist", "train": "/data/train-*",
                                     "image": {"height": 28, "width": 28, "channels": 1}}}
 
 
+@pytest.mark.quick("config_views")
 def test_nested_objects_are_typed_views_with_their_defaults():
     cfg = load_config({**BASE, "debug": {"dump": {"dir": "d", "steps": [2, 3]}, "watch": {"outputs": ["logits"]}},
                        "eval": {"early_stopping": {"metric": "loss", "patience": 1}},

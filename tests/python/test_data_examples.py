@@ -34,6 +34,7 @@ def test_digits_example_is_the_real_optdigits_split_and_reproducible(tmp_path):
         assert digest(tmp_path / name) == digest(DIGITS / name), name
 
 
+@pytest.mark.quick("examples")
 def test_write_example_digits_reads_back(tmp_path):
     config = write_example("digits", tmp_path / "d")
     cfg = load_config(config)

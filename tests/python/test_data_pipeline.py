@@ -46,6 +46,7 @@ def collect(ds):
     return np.concatenate(images), np.concatenate(labels), sizes
 
 
+@pytest.mark.quick("data")
 def test_eval_reads_seed002_records_unmodified_once_with_partial_last_batch():
     images, labels, sizes = collect(make_input_fn(MNIST, "eval")({"batch_size": 5}))
     raw = raw_mnist()

@@ -98,6 +98,7 @@ def test_check_numerics_mode_names_the_op_and_is_switched_off_after(digits, tmp_
     assert np.isnan(log(tf.constant(-1.0)).numpy())  # no check-numerics error: the mode is off again
 
 
+@pytest.mark.quick("debug")
 def test_parse_eager_and_graph_check_numerics_errors():
     import tensorflow as tf
 

@@ -33,6 +33,7 @@ def _digits(tmp: Path) -> Path:
     return tmp / "digits" / "digits.yaml"
 
 
+@pytest.mark.quick("system")
 def test_disk_full_is_recognised_in_its_three_forms():
     from tpuestimator.system.diskspace import is_disk_full
 

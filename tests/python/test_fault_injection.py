@@ -162,8 +162,9 @@ def final_loss(run_dir: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module):
-    """Runs the uninterrupted baseline (beside the first chain) and every chain of faults."""
+def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, stress_round):
+    """Runs the uninterrupted baseline (beside the first chain) and every chain of faults (again
+    in each round of stress mode: `stress_round`)."""
     base = tmp_path_factory.mktemp("faults")
     raw = yaml.safe_load((fixtures_dir_module / "parity" / "parity.yaml").read_text())
     raw["data"]["manifest"] = str(fixtures_dir_module / "parity" / "manifest.json")

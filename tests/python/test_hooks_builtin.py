@@ -125,6 +125,7 @@ def test_profiler_hook_profiles_exactly_the_steps_asked(tmp_path):
     assert any(f.endswith(".xplane.pb") for f in found)
 
 
+@pytest.mark.quick("hooks", "spec")
 def test_watch_hook_logs_first_values_first_n_times(tmp_path):
     from tpuestimator.errors import ConfigError
     from tpuestimator.hooks.watch import WatchHook

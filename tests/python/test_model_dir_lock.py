@@ -29,6 +29,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.quick("jobs")
 def test_a_second_lock_fails_with_owner_and_fixes_and_the_file_goes_on_release(tmp_path):
     model_dir = tmp_path / "m"
     with ModelDirLock(model_dir, command="tpuestimator train a.yaml") as lock:

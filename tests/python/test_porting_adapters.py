@@ -65,6 +65,7 @@ def test_eval_metrics_streams_tf1_metrics_over_every_example(tmp_path, strategy)
     assert result["class0_accuracy"] == pytest.approx(float(np.mean(predicted[Y == 0] == 0)), abs=1e-6)
 
 
+@pytest.mark.quick("porting")
 def test_eval_metrics_refuses_what_cannot_stream():
     import keras
     import tensorflow as tf

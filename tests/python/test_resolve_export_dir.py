@@ -14,6 +14,7 @@ def _export(path):
     return str(path)
 
 
+@pytest.mark.quick("serving")
 def test_a_model_dir_means_its_newest_final_then_best_then_other_export(tmp_path):
     model = tmp_path / "m"
     latest = _export(model / "export" / "latest" / "900")

@@ -50,6 +50,7 @@ def runs(tmp_path) -> Path:
     return runs_dir
 
 
+@pytest.mark.quick("runs")
 def test_ls_runs_columns_and_default_order(runs):
     rows = ls_runs(runs)
     assert [Path(r["run_dir"]).name for r in rows] == ["2026-11-29T10-00-03Z", "2026-11-29T10-00-02Z",

@@ -25,6 +25,7 @@ def manifest_path(tmp_path_factory) -> Path:
     return out / "manifest.json"
 
 
+@pytest.mark.quick("tables", "models")
 def test_columns_are_typed_and_the_manifest_format_is_unchanged(manifest_path):
     written = json.loads(manifest_path.read_text())["feature_columns"]
     spec = resolve_section({"manifest": str(manifest_path)})

@@ -93,6 +93,23 @@ test_that("tpu_view_run() and tpu_compare_runs() write self-contained HTML repor
   expect_error(tpu_view_run(runs_dir = tempfile(), viewer = NULL), "There are no runs")
 })
 
+test_that("the 'View latest run' addin opens the latest run's report, or says there are no runs", {
+  skip_if_no_tpuestimator()
+  runs <- tempfile("runs-")
+  withr::local_options(tfruns.runs_dir = runs)
+  expect_message(expect_null(addin_view_latest_run()), "No runs in")
+  write_fake_run(runs, "2026-11-29T10-00-00Z", flags = list(learning_rate = 0.25, model = "cnn"))
+  write_fake_run(runs, "2026-11-29T10-00-01Z", flags = list(learning_rate = 0.75, model = "mlp"))
+  opened <- NULL
+  withr::local_options(browser = function(url) opened <<- url)   # outside RStudio: utils::browseURL
+  path <- addin_view_latest_run()
+  expect_identical(opened, path)
+  html <- paste(readLines(path), collapse = "\n")
+  expect_match(html, "2026-11-29T10-00-01Z", fixed = TRUE)
+  expect_match(html, "0.75", fixed = TRUE)
+  expect_false(grepl("0.25", html, fixed = TRUE))
+})
+
 test_that("a selection of tpu_ls_runs() columns prints (no run_dir among them)", {
   runs <- tempfile("runs-")
   write_fake_run(runs, "2026-11-29T10-00-00Z")

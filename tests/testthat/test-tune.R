@@ -27,12 +27,6 @@ test_that("a tuning run of 3 learning rates gives 3 different trained runs", {
                info = paste(console, collapse = "\n"))
 })
 
-test_that("tpu_tuning_run() checks its arguments", {
-  expect_error(tpu_tuning_run("x.yaml", flags = list()), "`flags`")
-  expect_error(tpu_tuning_run("x.yaml", flags = list(a = numeric())), "no values")
-  expect_error(tpu_tuning_run("x.yaml", flags = list(a = 1), sample = 2), "`sample`")
-})
-
 test_that("a rerun with another learning rate into the same model dir is refused, resume = TRUE continues", {
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
