@@ -36,7 +36,8 @@ not readable from /proc/cpuinfo) x the clock lscpu reports (max MHz, else the mo
     nice -n 10 .venv/bin/python benchmarks/bench_fashion_mnist.py [--smoke] [--steps 3000]
         [--eval-every 500] [--peers tpuestimator,keras,tf1] [--tf215-python PATH] [--out DIR]
 
-Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (not in smoke runs).
+Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (not in smoke runs;
+`--render JSON` rewrites it from a JSON file the script wrote, running nothing).
 `--smoke`: 600 training and 100 test images, 2 segments of 20 steps, batch 16, peers tpuestimator
 and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates).
 """
@@ -447,6 +448,11 @@ def render(d: dict) -> str:
              f"{', '.join(f'{x:.1f}' for x in res['loadavg_per_round'])}.", ""]
     if d["smoke"]:
         lines += ["**Smoke run (tiny sizes): not measurements.**", ""]
+    cpus = m.get("usable_cpus") or m.get("logical_cpus") or 1
+    if max(res["loadavg_per_round"] or [0]) > cpus:
+        lines += [f"**The machine was loaded** (load average up to {max(res['loadavg_per_round']):.1f} on {cpus} "
+                  "CPUs, from other users): the speed figures and ratios are noisy, each peer's share of the CPUs "
+                  "varying from turn to turn; the accuracy figures do not depend on load.", ""]
     lines += ["| peer | test accuracy | steps/s (steady loop, median; range) | CPU ms / step | "
               f"time to {ACCURACY_BAR:.0%} (s, train + eval) | at step | fraction of float32 peak |",
               "|---|---|---|---|---|---|---|"]
@@ -499,7 +505,13 @@ def main(argv=None) -> int:
     parser.add_argument("--peers", default=None, help="default tpuestimator,keras,tf1 (smoke: tpuestimator,keras)")
     parser.add_argument("--tf215-python", default=os.environ.get("TPUE_BENCH_TF215_PYTHON", DEFAULT_TF215))
     parser.add_argument("--repeats", type=int, default=None, help="accepted for run_all; one run of the rounds")
+    parser.add_argument("--render", metavar="JSON", default=None,
+                        help="only rewrite fashion_mnist_results.md from a fashion_mnist.json this script wrote")
     args = parser.parse_args(argv)
+    if args.render:
+        RESULTS_MD.write_text(render(json.loads(Path(args.render).read_text())))
+        print(f"wrote {RESULTS_MD}")
+        return 0
     if args.peers is None:
         args.peers = "tpuestimator,keras" if args.smoke else ",".join(PEERS)
     run(args)
