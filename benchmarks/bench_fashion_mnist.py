@@ -475,6 +475,13 @@ def render(d: dict) -> str:
         lines.append(f"| {g['goal']} | {g['measured']} | {'met' if g['met'] else 'MISSED'} |")
     for key, r in d["ratios"].items():
         lines.append(f"| steps/s {key}, paired by round | {common.fmt_ratio(r)} | |")
+    peers = res["peers"]
+    for other in ("tf1", "keras"):   # CPU seconds per step: what load distorts less than wall time
+        if "tpuestimator" in peers and other in peers:
+            ours, theirs = (peers[n]["cpu_ms_per_step"]["median"] for n in ("tpuestimator", other))
+            if ours and theirs:
+                lines.append(f"| CPU per step, {other}/tpuestimator (medians; > 1: tpuestimator does less work) | "
+                             f"{theirs / ours:.2f} ({theirs:.0f} / {ours:.0f} ms) | |")
     f = res["flops"]
     lines += ["", "## Fraction of the CPU's peak", "",
               f"FLOPs per training step: {f['train_flops_per_step'] / 1e9:.2f} GFLOP ({f['forward_flops_per_image'] / 1e6:.1f} "
