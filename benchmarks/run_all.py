@@ -29,7 +29,7 @@ import common  # noqa: E402
 SCRIPTS = {"loop": "bench_loop.py", "eval": "bench_eval.py", "checkpoint": "bench_checkpoint.py",
            "startup": "bench_startup.py", "input": "bench_input.py", "hooks": "bench_hooks.py",
            "tables_speed": "bench_tables_speed.py", "tables_input": "bench_tables_input.py",
-           "tables_quality": "bench_tables_quality.py"}
+           "tables_quality": "bench_tables_quality.py", "fashion_mnist": "bench_fashion_mnist.py"}
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 
 

@@ -42,9 +42,11 @@ SCRIPTS = {
     "bench_resume.py": ("resume", ["resume"]),
     "bench_tables_input.py": ("tables_input", ["configs", "workload"]),
     "bench_tables_quality.py": ("tables_quality", ["tables"]),
+    "bench_fashion_mnist.py": ("fashion_mnist", ["peers", "goals", "flops", "cpu_peak"]),
 }
 # Scripts that cannot run in the project's venv, and why.
-NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow 2.15 interpreter"}
+NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow 2.15 interpreter",
+                "fashion_mnist_tf1.py": "the TF1 peer of bench_fashion_mnist.py: needs a TensorFlow 2.15 interpreter"}
 # The scripts with their own output and their own checks below.
 OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.py", "bench_tables_speed.py", "run_all.py",
                  "gpu/run_gpu.sh")
@@ -182,6 +184,21 @@ def _check_named_result(name: str, data: dict, out: Path, tmp_path: Path) -> Non
         mtcars, iris = tables["mtcars"]["repeats"][0], tables["iris"]["repeats"][0]
         assert mtcars["train_rows"] + mtcars["eval_rows"] == 32 and mtcars["ols_rmse"] > 0
         assert iris["train_rows"] + iris["eval_rows"] == 150 and 0 <= iris["logistic_accuracy"] <= 1
+    if name == "fashion_mnist":
+        # smoke: tpuestimator and Keras on the example's first 600 training / 100 test images, 2 segments of 20
+        # steps; the TF1 peer (TF 2.15 venv, created by a full run) is left out and says so
+        peers = data["results"]["peers"]
+        assert set(peers) == {"tpuestimator", "keras"}
+        assert data["results"]["workload"]["test_images"] == 100
+        for peer in peers.values():
+            assert [s["step"] for s in peer["segments"]] == [20, 40]
+            assert 0.0 <= peer["accuracy"] <= 1.0 and peer["accuracy"] == peer["segments"][-1]["accuracy"]
+        assert data["ratios"]["tpuestimator/keras"]["target"] == 1.1
+        assert any("tf1 not run" in note for note in data["notes"])
+        # the cnn's forward pass: conv 5x5x1x32 and 5x5x32x64 at 28x28 and 14x14, dense 3136x128 and 128x10
+        forward = 2 * (28 * 28 * 32 * 25 + 14 * 14 * 64 * 25 * 32 + 3136 * 128 + 128 * 10)
+        assert data["results"]["flops"] == {"forward_flops_per_image": forward,
+                                            "train_flops_per_step": 3 * forward * 16}
     if name == "startup":
         assert data["ratios"]["cli/bare"]["target"] == 1.5
         # run_all.py --report-only rebuilds the README's figures table from result files, running nothing.
