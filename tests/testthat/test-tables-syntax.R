@@ -40,7 +40,7 @@ test_that("an all-missing column's error writes its fix in R, and the fix trains
   expect_identical(names(jsonlite::read_json(manifest)$feature_columns), "x")
 })
 
-test_that("the task note and a one-class label's error write task = \"...\" in R, and the fix trains", {
+test_that("the task note and a one-class label's error write the task argument in R, and the fix trains", {
   skip_if_no_tpuestimator()
   work <- local_work_dir()
   df <- data.frame(x = as.numeric(1:20), y = rep(3L, 20))
