@@ -1,6 +1,6 @@
-# Errors and notes of tpu_train(df)/predict() write their fixes in R (issue 34): the fix shown
-# parses as R arguments, and passing it trains. The Python and CLI forms:
-# tests/python/test_tables_syntax.py.
+# Errors and notes of tpu_train(df) and predict() write their fixes in R (issue 34): the fix
+# shown parses as R arguments, and passing it trains. The Python and CLI forms are tested in
+# the Python suite's test_tables_syntax.
 
 collect_messages <- function(expr) {
   msgs <- character()
