@@ -11,6 +11,11 @@ r_table_to_py <- function(data, arg = "data", notes = FALSE) {
   if (!is.data.frame(data)) arg_error(arg, data, "a data frame")
   if (!nrow(data)) arg_error(arg, data, "a data frame with at least one row")
   data <- as.data.frame(data, stringsAsFactors = FALSE)
+  # reticulate sends a length-1 column as a Python scalar (pandas refuses a factor's, other types
+  # lose their dtype): a one-row frame goes as two copies of its row, cut back to one in Python,
+  # so it reaches the model exactly as the same row of a larger frame would.
+  rows <- nrow(data)
+  if (rows == 1L) data <- data[c(1L, 1L), , drop = FALSE]
   na_columns <- list()
   for (name in names(data)) {
     x <- data[[name]]
@@ -31,7 +36,9 @@ r_table_to_py <- function(data, arg = "data", notes = FALSE) {
     }
   }
   frame <- reticulate::r_to_py(data)
-  if (length(na_columns)) frame <- py_bridge()$table_frame(frame, reticulate::r_to_py(na_columns))
+  if (length(na_columns) || rows == 1L) {
+    frame <- py_bridge()$table_frame(frame, if (length(na_columns)) reticulate::r_to_py(na_columns), rows = rows)
+  }
   frame
 }
 

@@ -64,10 +64,11 @@ def _run(argv: list[str] | None) -> int:
     if args.command not in WITHOUT_TENSORFLOW and importlib.util.find_spec("tensorflow") is None:
         print(f"error: {TENSORFLOW_MISSING}", file=sys.stderr)
         return 2
-    from tpuestimator.errors import TPUEstimatorError
+    from tpuestimator.errors import TPUEstimatorError, message_syntax
 
     try:
-        return int(args.func(args) or 0)
+        with message_syntax("cli"):  # fixes in errors and notes written as flags (--task regression)
+            return int(args.func(args) or 0)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(getattr(exc, "exit_code", None), int):  # TrainingInterrupted: 143 (SIGTERM), 130 (SIGINT)

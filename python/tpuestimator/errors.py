@@ -5,6 +5,9 @@ The R package maps these class names onto R condition classes
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 
 class TPUEstimatorError(Exception):
     """Base class of every error tpuestimator raises on purpose."""
@@ -111,3 +114,28 @@ class ClusterTaskError(TPUEstimatorError, RuntimeError):
         tail = "\n".join(f"  [{task}] {line}" for line in self.last_lines[-15:])
         super().__init__(f"{task} failed (exit {returncode}); the cluster was stopped"
                          + (f" after {restarts} restart(s)" if restarts else "") + f". Its last lines:\n{tail}")
+
+
+# The front end a fix in an error or a note is written for: "python" (keyword arguments, the
+# default), "r" (R's arguments: the R bridge sets it) or "cli" (flags: the CLI sets it), so
+# that each user reads the fix as they would type it.
+SYNTAXES = ("python", "r", "cli")
+_message_syntax: contextvars.ContextVar[str] = contextvars.ContextVar("tpuestimator_message_syntax",
+                                                                       default="python")
+
+
+@contextlib.contextmanager
+def message_syntax(syntax: str):
+    """Errors and notes raised or logged inside are written in `syntax` (one of `SYNTAXES`)."""
+    if syntax not in SYNTAXES:
+        raise ValueError(f"syntax={syntax!r}: one of {', '.join(SYNTAXES)}")
+    token = _message_syntax.set(syntax)
+    try:
+        yield
+    finally:
+        _message_syntax.reset(token)
+
+
+def current_syntax() -> str:
+    """The syntax fixes are written in here (`message_syntax`)."""
+    return _message_syntax.get()

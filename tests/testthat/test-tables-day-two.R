@@ -59,7 +59,7 @@ test_that("the task from the label is told with the reason and the other choice;
                                                tiny_steps)))
   note <- trimws(grep("^label 'ozone' holds", got$messages, value = TRUE))
   expect_identical(note, paste0("label 'ozone' holds integers with 52 distinct values, more than 20: training a ",
-                                "regressor (regression); pass task=\"classification\" for a classifier."))
+                                "regressor (regression); pass task = \"classification\" for a classifier."))
   expect_true("prediction" %in% names(predict(got$value, df[1:2, ])))
   # one default folder per label and model: a second canned model does not meet the first
   expect_true(dir.exists(file.path(work, "models", "table-ozone-linear", "model")))

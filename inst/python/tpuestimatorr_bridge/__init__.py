@@ -411,34 +411,27 @@ def resolve_export_dir(path: str) -> str:
     return _resolve_export_dir(path)
 
 
-def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = None):
+def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = None, rows: int | None = None):
     """An R data frame (a pandas DataFrame through reticulate) with the columns whose NA reticulate
-    cannot carry (character and logical: R sends them as lists with None) put back."""
+    cannot carry (character and logical: R sends them as lists with None) put back, and its first
+    `rows` rows only (R sends a one-row frame as two copies of the row: see `r_table_to_py`)."""
     import pandas as pd
 
     frame = frame.copy()
     for name, values in (na_columns or {}).items():
         frame[name] = pd.Series(list(values), dtype=object, index=frame.index)
-    return frame
+    return frame if rows is None else frame.iloc[:int(rows)]
 
 
 @contextlib.contextmanager
 def _r_syntax():
-    """A missing-values error (`feature_columns.check_missing`) re-raised with its fixes written
-    in R (`missing = list(x = "mean")`, not Python's dict) for the R user who reads it."""
-    from tpuestimator.errors import DataError
-    from tpuestimator.models.feature_columns import missing_values_message
+    """Errors and notes raised inside written for the R user who reads them: their fixes in R
+    (`missing = list(x = "mean")`, `task = "regression"`, not Python's dict and keywords), by
+    `tpuestimator.errors.message_syntax`."""
+    from tpuestimator.errors import message_syntax
 
-    try:
+    with message_syntax("r"):
         yield
-    except DataError as exc:
-        found = getattr(exc, "missing_columns", None)
-        if not found:
-            raise
-        error = DataError(missing_values_message(exc.missing_where, found, syntax="r", retrain=exc.missing_retrain),
-                          path=exc.path, record=exc.record, feature=exc.feature)
-        error.missing_columns = found
-        raise error from None
 
 
 @r_interruptible
@@ -487,7 +480,7 @@ def table_task_note(frame: Any, label: str) -> str | None:
     if label not in frame.columns:
         return None
     task, why = task_from_label(*column_values(frame[label]))
-    return task_message(label, task, why)
+    return task_message(label, task, why, syntax="r")
 
 
 def table_export(export_dir: str) -> dict | None:

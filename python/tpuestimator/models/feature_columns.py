@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tpuestimator.errors import ConfigError, DataError
+from tpuestimator.errors import ConfigError, DataError, current_syntax
 from tpuestimator.models.column_spec import OOV_BUCKETS, ColumnSpec, parse_columns
 
 TYPES = ("numeric", "bucketized", "categorical", "hashed", "identity", "crossed")
@@ -153,10 +153,11 @@ def apply_overrides(columns: Mapping[str, dict], overrides: Mapping[str, Any] | 
             out.pop(name, None)
             continue
         if not isinstance(override, Mapping):
-            raise ConfigError(f"{where}.{name}", override, "a mapping of column fields, e.g. {type: categorical}")
+            raise ConfigError(f"{where}.{name}", override,
+                              f"a mapping of column fields, e.g. {column_spec_text('categorical')}")
         if name not in out and override.get("type") != "crossed":
             raise ConfigError(f"{where}.{name}", dict(override), f"a column of the table ({', '.join(sorted(out))}) "
-                              "or a new {type: crossed, columns: [a, b], buckets: n}")
+                              f"or a new {column_spec_text('crossed')}")
         base = dict(out.get(name, {}))
         if "type" in override and override["type"] != base.get("type"):
             base = {k: v for k, v in base.items() if k in ("dtype", "missing", "mean", "variance")}
@@ -308,10 +309,43 @@ def _r_name(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
-def missing_values_message(where: str, found: Mapping[str, Mapping[str, Any]], *, syntax: str = "python",
+def argument_text(name: str, value: str, syntax: str | None = None) -> str:
+    """An argument set to the string `value` as the user types it: ``task="regression"``
+    (Python), ``task = "regression"`` (R), ``--task regression`` (CLI)."""
+    syntax = syntax or current_syntax()
+    if syntax == "r":
+        return f'{name} = "{value}"'
+    if syntax == "cli":
+        return f"--{name.replace('_', '-')} {value}"
+    return f'{name}="{value}"'
+
+
+def drop_column_text(column: str, syntax: str | None = None) -> str:
+    """How the user leaves a column out of the model: ``feature_columns={'x': None}`` (Python),
+    ``feature_columns = list(x = NULL)`` (R); from the CLI, from the file itself."""
+    syntax = syntax or current_syntax()
+    if syntax == "r":
+        return f"feature_columns = list({_r_name(column)} = NULL)"
+    if syntax == "cli":
+        return "delete it from the file"
+    return f"feature_columns={{{column!r}: None}}"
+
+
+def column_spec_text(kind: str, syntax: str | None = None) -> str:
+    """A column's declaration as the user writes it, for a fix: ``{type: crossed, columns: [a, b],
+    buckets: n}`` (a config's or Python's mapping), ``column_spec("crossed", columns = c("a", "b"),
+    buckets = n)`` (R's `column_spec()`)."""
+    crossed = kind == "crossed"
+    if (syntax or current_syntax()) == "r":
+        return f'column_spec("{kind}"' + (', columns = c("a", "b"), buckets = n' if crossed else "") + ")"
+    return f"{{type: {kind}" + (", columns: [a, b], buckets: n" if crossed else "") + "}"
+
+
+def missing_values_message(where: str, found: Mapping[str, Mapping[str, Any]], *, syntax: str | None = None,
                            retrain: bool = False) -> str:
     """The message of `check_missing`: every column with its count and first rows (from 1), the
-    one-argument fix (``missing="mean"``) and the per-column one, in Python or R syntax."""
+    one-argument fix (``missing="mean"``) and the per-column one, in Python, R or CLI syntax
+    (default: `current_syntax()`)."""
     def rows(info):
         shown = ", ".join(str(r) for r in info["rows"]) + (", ..." if info["count"] > len(info["rows"]) else "")
         return f"{info['count']} missing, row{'s' if info['count'] > 1 else ''} {shown}"
@@ -319,10 +353,15 @@ def missing_values_message(where: str, found: Mapping[str, Mapping[str, Any]], *
     def policy(info):
         return "mean" if info["numeric"] else "oov"
 
+    syntax = syntax or current_syntax()
     if syntax == "r":
         listed = ", ".join(f"{name} ({rows(info)})" for name, info in found.items())
         every = 'missing = "mean"'
         each = "missing = list(" + ", ".join(f'{_r_name(n)} = "{policy(i)}"' for n, i in found.items()) + ")"
+    elif syntax == "cli":
+        listed = ", ".join(f"{name!r} ({rows(info)})" for name, info in found.items())
+        every = "--missing mean"
+        each = " ".join(f"--missing {n}={policy(i)}" for n, i in found.items())
     else:
         listed = ", ".join(f"{name!r} ({rows(info)})" for name, info in found.items())
         every = "missing='mean'"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tpuestimator.errors import DataError
-from tpuestimator.models.feature_columns import missing_mask
+from tpuestimator.models.feature_columns import argument_text, current_syntax, missing_mask
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,13 @@ def infer_task(values: np.ndarray, levels: list[str] | None) -> str:
     return task_from_label(values, levels)[0]
 
 
-def task_message(label: str, task: str, why: str) -> str:
-    """The line telling the user which task the label chose, why, and how to choose the other."""
+def task_message(label: str, task: str, why: str, syntax: str | None = None) -> str:
+    """The line telling the user which task the label chose, why, and how to choose the other
+    (``task="regression"``, in `syntax`: default `current_syntax()`)."""
     other = "regression" if task == "classification" else "classification"
     return (f"label {label!r} holds {why}: training a {'classifier' if task == 'classification' else 'regressor'} "
-            f"({task}); pass task=\"{other}\" for a {'regressor' if other == 'regression' else 'classifier'}.")
+            f"({task}); pass {argument_text('task', other, syntax)} for a "
+            f"{'regressor' if other == 'regression' else 'classifier'}.")
 
 
 def label_column(frame, label: str | None, name: str, task: str | None):
@@ -168,13 +170,14 @@ def label_column(frame, label: str | None, name: str, task: str | None):
         regression, or holds one class.
     """
     if not label:
-        raise DataError(f"{name}: name the label column (label=..., --label), one of {list(frame.columns)}.")
+        how = {"r": 'label = "<column>"', "cli": "--label <column>"}.get(current_syntax(), 'label="<column>"')
+        raise DataError(f"{name}: name the label column ({how}), one of {list(frame.columns)}.")
     if label not in frame.columns:
         raise DataError(f"{name}: label column {label!r} not found; the columns are {list(frame.columns)}. "
                         "Pass the name of the column to predict.", feature=label)
     if task is not None and task not in TASKS:
-        raise DataError(f"task={task!r}: use 'classification' or 'regression' (or leave it out to infer it "
-                        "from the label column).")
+        raise DataError(f"{argument_text('task', task)}: use {argument_text('task', 'classification')} or "
+                        f"{argument_text('task', 'regression')} (or leave it out to infer it from the label column).")
     values, levels = column_values(frame[label])
     mask = missing_mask(values) if values.dtype.kind in "fO" else np.zeros(len(values), bool)
     if mask.any():
@@ -190,7 +193,7 @@ def label_column(frame, label: str | None, name: str, task: str | None):
             bad = next((i for i, v in enumerate(values) if not _is_number(v)), 0)
             raise DataError(f"{name}: label column {label!r} holds {values[bad]!r} (row {bad + 1}), which is not a "
                             "number; a regression label must be numeric. Convert the column to numbers, or train "
-                            "a classifier (task='classification').", feature=label, record=bad)
+                            f"a classifier ({argument_text('task', 'classification')}).", feature=label, record=bad)
         return values.astype(np.float32), None, task
     if levels is not None:
         vocab = list(levels)
@@ -205,7 +208,7 @@ def label_column(frame, label: str | None, name: str, task: str | None):
     if len(present) < 2:
         raise DataError(f"{name}: label column {label!r} holds one class only ({vocab[present[0]]!r}); a classifier "
                         "needs at least two. Add rows of other classes, or train a regressor "
-                        "(task='regression') if the label is a number.", feature=label)
+                        f"({argument_text('task', 'regression')}) if the label is a number.", feature=label)
     return ids, vocab, task
 
 

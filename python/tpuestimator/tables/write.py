@@ -25,6 +25,8 @@ from tpuestimator.models.feature_columns import (
     apply_overrides,
     check_input_names,
     check_missing,
+    column_spec_text,
+    drop_column_text,
     infer_column,
     missing_mask,
     record_columns,
@@ -59,7 +61,7 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
     if unknown:
         raise ConfigError(f"feature_columns.{unknown[0]}", overrides[unknown[0]],
                           f"a column of the table ({', '.join(c for c in frame.columns if c != label)}) or a "
-                          "{type: crossed, columns: [a, b], buckets: n}")
+                          f"{column_spec_text('crossed')}")
     policies = _policies(missing, [c for c in frame.columns if c != label], name)
     inferred: dict[str, dict] = {}
     values_by_column: dict[str, np.ndarray] = {}
@@ -73,7 +75,7 @@ def infer_feature_columns(source: Any, *, label: str, task: str | None = None, s
         mask = missing_mask(values)
         if mask.all():
             raise DataError(f"{name}: column {col!r} is empty (all {len(values)} values missing). Drop the column "
-                            f"(feature_columns={{{col!r}: None}}) or fill it.", feature=col)
+                            f"({drop_column_text(col)}) or fill it.", feature=col)
         override = override or {}
         inferred[col] = infer_column(col, values[train_idx], categories=levels, kind=override.get("type"),
                                      buckets=override.get("buckets"))
