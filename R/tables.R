@@ -235,14 +235,7 @@ table_missing_arg <- function(missing) {
 predict_table_df <- function(export_dir, newdata, levels = NULL) {
   cols <- py_to_r_json(with_python(py_bridge()$predict_table(export_dir, r_table_to_py(newdata, "newdata"))),
                        simplify = FALSE)
-  df <- as.data.frame(lapply(cols, function(v) unlist(lapply(v, function(x) if (is.null(x)) NA else x))),
-                      stringsAsFactors = FALSE, optional = TRUE)
-  if ("class_id" %in% names(df)) df$class_id <- as.integer(df$class_id)
-  if ("class" %in% names(df)) {
-    classes <- levels %||% sub("^prob_", "", grep("^prob_", names(df), value = TRUE))
-    df$class <- factor(df$class, levels = classes)
-  }
-  df
+  table_prediction_columns_to_df(cols, levels)  # jobs.R: the same columns as a table file's predictions
 }
 
 #' Predict with a trained run

@@ -154,3 +154,30 @@ def test_a_duplicate_id_and_a_mutation_naming_a_missing_test_are_reported():
     assert any("used twice" in p for p in ledger_problems(ok + "\n" + ok, ""))
     broken = "## M1. x\n\nTests: `tests/python/test_tables.py::test_gone`\n"
     assert any("MUTATIONS.md M1" in p and "test_gone" in p for p in ledger_problems(ok, broken))
+
+
+def finds_not_found_once(mutations_text: str, root: Path = REPO) -> list[str]:
+    """Entries whose `find` text (with its final newline, as scripts/mutations.py reads it) does
+    not occur exactly once in the .py and .R files under python/, R/ and inst/: the runner
+    would report them `target not found`, never caught."""
+    sources = [p.read_text(errors="replace") for folder in ("python", "R", "inst")
+               for p in (root / folder).rglob("*") if p.suffix in (".py", ".R") and p.is_file()]
+    problems = []
+    for block in re.split(r"^## ", mutations_text, flags=re.M)[1:]:
+        ident = block.split(".", 1)[0]
+        found = dict(re.findall(r"^```(find|replace)\n(.*?)^```$", block, flags=re.M | re.S))
+        if "find" not in found:
+            problems.append(f"{ident}: no find block")
+            continue
+        count = sum(text.count(found["find"]) for text in sources)
+        if count != 1:
+            problems.append(f"{ident}: its find text occurs {count} times")
+    return problems
+
+
+def test_every_mutation_find_occurs_exactly_once():
+    """A find that is part of a line (the text ends with its newline) or code that moved: each
+    was a `target not found` of the runner (M35, M57, M139, M152, M153, M158, M179 on 2026-12-02)."""
+    assert finds_not_found_once(MUTATIONS.read_text()) == []
+    moved = "## M1. x\n\nTests: `t`\n\n```find\nno such line in the code\n```\n\n```replace\nx\n```\n"
+    assert finds_not_found_once(moved) == ["M1: its find text occurs 0 times"]

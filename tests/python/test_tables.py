@@ -244,6 +244,8 @@ def test_offline_evaluation_and_batch_prediction_of_a_regressor(regressor, tmp_p
                               tmp_path / "p.csv")
     table = pd.read_csv(written["path"])
     assert "prediction" in table.columns and len(table) == written["rows"] == 12
+    # each eval record's number, as predict_table gives it for the same rows of the CSV
+    np.testing.assert_allclose(table["prediction"].to_numpy(), predicted, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ["linear", "dnn", "wide_and_deep"])

@@ -84,6 +84,8 @@ def test_the_cli_predicts_a_table_file(models, tmp_path, capsys):
     assert f"{len(frame)} rows (3 chunks)" in capsys.readouterr().out
     written = pd.read_parquet(out)
     assert list(written.columns[:4]) == ["source", "index", "class_id", "class"]
+    # each row's own number in the table (from 0, across the 3 chunks) and the file it came from
+    assert list(written["index"]) == list(range(len(frame))) and set(written["source"]) == {str(source)}
     assert list(written["class"]) == list(predict_table(export_dir, frame)["class"])
     assert main(["predict", str(export_dir), str(source), "--limit", "2"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
