@@ -46,6 +46,20 @@ with_warnings <- function(expr) {
   list(value = value, warnings = warnings)
 }
 
+# The value of `expr` and the messages it signalled (muffled).
+collect_messages <- function(expr) {
+  msgs <- character()
+  value <- withCallingHandlers(expr, message = function(m) {
+    msgs <<- c(msgs, conditionMessage(m))
+    invokeRestart("muffleMessage")
+  })
+  list(value = value, messages = msgs)
+}
+
+# A table training of a few steps, for tests that check what a table run says or refuses.
+tiny_steps <- list(train.max_steps = 10L, train.batch_size = 8L, train.iterations_per_loop = 10L,
+                   train.save_checkpoints_steps = 10L, eval.batch_size = 8L)
+
 # Runs a test's training quietly (progress lines and Python warnings off the console).
 quietly <- function(expr) suppressMessages(suppressWarnings(expr))
 

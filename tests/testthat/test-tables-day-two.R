@@ -1,18 +1,6 @@
 # Tables from R as a new user meets them (issue 34): dates, the task told, `split` checked,
 # default folders per model, `model_dir` the folder named, a changed table refused.
 
-collect_messages <- function(expr) {
-  msgs <- character()
-  value <- withCallingHandlers(expr, message = function(m) {
-    msgs <<- c(msgs, conditionMessage(m))
-    invokeRestart("muffleMessage")
-  })
-  list(value = value, messages = msgs)
-}
-
-tiny_steps <- list(train.max_steps = 10L, train.batch_size = 8L, train.iterations_per_loop = 10L,
-                   train.save_checkpoints_steps = 10L, eval.batch_size = 8L)
-
 test_that("Date and POSIXct columns are read as days and seconds since 1970-01-01, with a message", {
   skip_if_no_tpuestimator()
   work <- local_work_dir()

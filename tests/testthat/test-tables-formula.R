@@ -8,8 +8,7 @@ tiny_line <- function(n = 40L) {
   data.frame(x = x, z = rev(x), y = 2 * x + 1)
 }
 
-tiny_steps <- list(train.max_steps = 10L, train.batch_size = 8L, train.iterations_per_loop = 10L,
-                   train.save_checkpoints_steps = 10L, eval.batch_size = 8L, verbose = FALSE)
+tiny_steps <- c(tiny_steps, list(verbose = FALSE))  # helper-utils.R's few steps, quietly
 
 test_that("a formula's terms are the columns model.frame() reads: dot expands, minus drops, log(x) and a:b computed", {
   cars <- mtcars

@@ -2,18 +2,6 @@
 # shown parses as R arguments, and passing it trains. The Python and CLI forms are tested in
 # the Python suite's test_tables_syntax.
 
-collect_messages <- function(expr) {
-  msgs <- character()
-  value <- withCallingHandlers(expr, message = function(m) {
-    msgs <<- c(msgs, conditionMessage(m))
-    invokeRestart("muffleMessage")
-  })
-  list(value = value, messages = msgs)
-}
-
-tiny_steps <- list(train.max_steps = 10L, train.batch_size = 8L, train.iterations_per_loop = 10L,
-                   train.save_checkpoints_steps = 10L, eval.batch_size = 8L)
-
 # The R arguments a message proposes (`pattern` matches them), parsed as R: a named list.
 fix_arguments <- function(message, pattern) {
   fix <- regmatches(message, regexpr(pattern, message))
