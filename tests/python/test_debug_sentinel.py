@@ -2,9 +2,11 @@
 CLI exit status and run record, and `tpuestimator debug replay` naming the op."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +22,29 @@ LR_OVERRIDES = ["model=mlp", "params.optimizer=sgd", "params.learning_rate=1.0e+
 
 @pytest.fixture(scope="module")
 def diverged(tmp_path_factory):
-    """`tpuestimator train` with learning rate 1e10 (digits, 2-step loops): fails at step 4."""
-    import os
+    """`tpuestimator train` with learning rate 1e10 (digits, 2-step loops): fails at step 4.
+
+    The command runs in this process (`cli.main` with the argv a shell would pass, its exit
+    code and printed lines captured): what is tested is the sentinel and what the command
+    reports, not a process of its own; a TensorFlow start saved (the CLI's exit codes as a
+    fresh process: test_main_command.py, test_cli_signals.py)."""
+    from tpuestimator.cli import main
+    from tpuestimator.examples import write_example
 
     root = tmp_path_factory.mktemp("sentinel")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "python")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    cli = [sys.executable, "-m", "tpuestimator"]
-    subprocess.run(cli + ["example", "digits", "--out", "d"], cwd=root, env=env, check=True, capture_output=True,
-                   timeout=60)
-    args = cli + ["train", "d/digits.yaml", "--runs-dir", "runs"]
+    write_example("digits", root / "d")
+    args = ["train", "d/digits.yaml", "--runs-dir", "runs"]
     for item in LR_OVERRIDES:
         args += ["--set", item]
-    proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    return root, env, proc
+    out, err = io.StringIO(), io.StringIO()
+    before = os.getcwd()
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(before)
+    return root, subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def _report(root: Path) -> tuple[Path, dict]:
@@ -44,7 +54,7 @@ def _report(root: Path) -> tuple[Path, dict]:
 
 
 def test_cli_stops_within_one_loop_and_exits_non_zero_with_the_report(diverged):
-    root, _, proc = diverged
+    root, proc = diverged
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "NaN or Inf" in proc.stderr and "report.txt" in proc.stderr and "debug replay" in proc.stderr
     report_dir, report = _report(root)
@@ -67,7 +77,7 @@ def test_cli_stops_within_one_loop_and_exits_non_zero_with_the_report(diverged):
 
 
 def test_run_record_shows_the_failure(diverged):
-    root, _, _ = diverged
+    root, _ = diverged
     (run_dir,) = [p for p in (root / "runs").iterdir() if p.is_dir()]
     error = json.loads((run_dir / "tfruns.d" / "error.json").read_text())
     assert "NonFiniteError" in error["message"] and "report.txt" in error["message"]
@@ -80,7 +90,7 @@ def test_last_checkpoint_is_finite_and_loads(diverged):
 
     from tpuestimator.jobs.job import build_estimator, load_job_config
 
-    root, _, _ = diverged
+    root, _ = diverged
     latest = tf.train.latest_checkpoint(str(root / "model"))
     reader = tf.train.load_checkpoint(latest)
     for name, _ in tf.train.list_variables(latest):
@@ -98,11 +108,15 @@ def test_last_checkpoint_is_finite_and_loads(diverged):
         assert np.all(np.isfinite(v.numpy())), v.path
 
 
-def test_debug_replay_names_the_op(diverged):
-    root, env, _ = diverged
+def test_debug_replay_names_the_op(diverged, monkeypatch, capsys):
+    from tpuestimator.cli import main
+
+    root, _ = diverged
     report_dir, report = _report(root)
-    proc = subprocess.run([sys.executable, "-m", "tpuestimator", "debug", "replay", str(report_dir / "bundle"),
-                           "--json"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+    code = main(["debug", "replay", str(report_dir / "bundle"), "--json"])   # in this process: see `diverged`
+    proc = subprocess.CompletedProcess([], code, *capsys.readouterr())
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["reproduced"] and result["step"] == report["first_nonfinite"]["step"]
