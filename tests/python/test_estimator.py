@@ -26,11 +26,19 @@ def _numpy_reference(est, x, y):
     return float(-logp[np.arange(len(y)), y].mean()), float((logits.argmax(1) == y).mean())
 
 
-def test_exact_eval_on_8_replicas_covers_every_example(tmp_path):
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """A linear model trained 30 steps on 8 replicas over 1001 examples (which no global batch
+    of 64 divides), and its data: trained once for the tests that only read it back."""
     x, y = make_data(1001)
-    est = _estimator(tmp_path, strategy="mirrored")
-    assert est.num_replicas == 8
+    est = _estimator(tmp_path_factory.mktemp("mirrored"), strategy="mirrored")
     est.train(array_input_fn(x, y), max_steps=30)
+    return est, x, y
+
+
+def test_exact_eval_on_8_replicas_covers_every_example(mirrored):
+    est, x, y = mirrored
+    assert est.num_replicas == 8 and est.global_step == 30
     metrics = est.evaluate(array_input_fn(x, y))
     assert metrics["num_examples"] == 1001
     loss, acc = _numpy_reference(est, x, y)
@@ -94,10 +102,8 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     assert second.latest_checkpoint().endswith("ckpt-50")
 
 
-def test_predict_yields_one_dict_per_example_with_class_strings(tmp_path):
-    x, y = make_data(1001)
-    est = _estimator(tmp_path, strategy="mirrored")
-    est.train(array_input_fn(x, y), max_steps=30)
+def test_predict_yields_one_dict_per_example_with_class_strings(mirrored):
+    est, x, y = mirrored
     preds = list(est.predict(array_input_fn(x, y)))
     assert len(preds) == 1001
     assert set(preds[0]) == {"probabilities", "class_id", "class"}
