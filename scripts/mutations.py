@@ -7,7 +7,8 @@ Exit status 0 only when every entry run was caught.
     nice -n 10 python scripts/mutations.py [--only M3 ...] [--no-baseline] [--keep] [--list]
 
 Where a break goes: an entry's `find` text is looked up in every `.py` and `.R` file under
-`python/`, `R/` and `inst/` (so an entry keeps working when a module moves) and must occur
+`python/`, `R/`, `inst/` and `scripts/` (so an entry keeps working when a module moves; scripts/
+holds this runner, whose own promises have entries too) and must occur
 exactly once; otherwise the entry reports `target not found`, never `caught`.
 
 Which tests: the `Tests:` line names pytest ids (`tests/python/test_x.py::test_name[param]`)
@@ -55,7 +56,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MUTATIONS = REPO / "tests" / "MUTATIONS.md"
-SEARCHED = ("python", "R", "inst")     # folders whose files a `find` text is looked up in
+SEARCHED = ("python", "R", "inst", "scripts")  # folders whose files a `find` text is looked up in
 SUFFIXES = (".py", ".R")
 R_PACKAGE_FILES = ("DESCRIPTION", "NAMESPACE", "R", "inst")   # what an install of the R package reads
 PRIVATE_R_LIBRARY = ".rlib"

@@ -158,9 +158,9 @@ def test_a_duplicate_id_and_a_mutation_naming_a_missing_test_are_reported():
 
 def finds_not_found_once(mutations_text: str, root: Path = REPO) -> list[str]:
     """Entries whose `find` text (with its final newline, as scripts/mutations.py reads it) does
-    not occur exactly once in the .py and .R files under python/, R/ and inst/: the runner
+    not occur exactly once in the .py and .R files under python/, R/, inst/ and scripts/: the runner
     would report them `target not found`, never caught."""
-    sources = [p.read_text(errors="replace") for folder in ("python", "R", "inst")
+    sources = [p.read_text(errors="replace") for folder in ("python", "R", "inst", "scripts")
                for p in (root / folder).rglob("*") if p.suffix in (".py", ".R") and p.is_file()]
     problems = []
     for block in re.split(r"^## ", mutations_text, flags=re.M)[1:]:

@@ -118,6 +118,28 @@ def test_interrupted_write_leaves_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["img"]  # no output folder, no temp files
 
 
+def test_a_write_interrupted_between_shards_leaves_nothing(tmp_path, monkeypatch):
+    """The bad image above is refused while the write is planned, before any shard exists; here
+    a Ctrl-C lands while the records are written (after the first shard is complete)."""
+    from tpuestimator.data import encode
+
+    make_folder(tmp_path / "img", per_class=4)
+    encode_one = encode.RecordEncoder.__call__
+    encoded = []
+
+    def interrupted_after_seven(self, item):
+        if len(encoded) == 7:
+            raise KeyboardInterrupt
+        encoded.append(item)
+        return encode_one(self, item)
+
+    monkeypatch.setattr(encode.RecordEncoder, "__call__", interrupted_after_seven)
+    with pytest.raises(KeyboardInterrupt):
+        write_tfrecords(tmp_path / "img", tmp_path / "out", shards=2, split=0)
+    assert len(encoded) == 7   # 12 images in 2 shards: the first (6) written, the second begun
+    assert sorted(os.listdir(tmp_path)) == ["img"]  # no output folder, no staging folder, no temp files
+
+
 def test_overwrite(tmp_path):
     make_folder(tmp_path / "img", per_class=2)
     write_tfrecords(tmp_path / "img", tmp_path / "out", shards=3, split=0)

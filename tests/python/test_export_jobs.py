@@ -354,8 +354,15 @@ def _tf_serving_row_format(body: dict, export) -> dict:
     specs = export.input_specs(body.get("signature_name", "serving_default"))
     instances = body["instances"]
     if len(specs) == 1 and not (isinstance(instances[0], dict) and set(instances[0]) == set(specs)):
-        return {next(iter(specs)): [value(v) for v in instances]}
-    return {name: [value(inst[name]) for inst in instances] for name in specs}
+        tensors = {next(iter(specs)): [value(v) for v in instances]}
+    else:
+        tensors = {name: [value(inst[name]) for inst in instances] for name in specs}
+    # TF Serving feeds each stacked input to the signature's placeholder, which refuses another
+    # shape; a signature loaded in Python does not check (a [None, 1] input takes a [n] batch)
+    for name, values in tensors.items():
+        shape = np.shape(np.asarray(values, dtype=object))
+        assert specs[name].shape.is_compatible_with(shape), (name, specs[name].shape, shape)
+    return tensors
 
 
 def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, tmp_path):

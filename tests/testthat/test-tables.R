@@ -93,6 +93,15 @@ test_that("docs/tables.md's R examples and examples/R/tables.R run", {
   withr::with_dir(work, quietly(eval(parse(text = code), envir = env)))
   expect_true(is.numeric(env$run$metrics$rmse))
   expect_s3_class(env$fit, "tpu_run")
+  # what the page's comments promise: a numeric `prediction` per row; the class as a factor with
+  # iris's levels (the three rows are one of each species, which 500 steps tell apart) + prob_<class>
+  by_row <- quietly(predict(env$run, env$cars))
+  expect_identical(nrow(by_row), nrow(mtcars))
+  expect_true(is.numeric(by_row$prediction) && all(is.finite(by_row$prediction)))
+  species <- quietly(predict(env$fit, iris[c(1, 51, 101), ]))
+  expect_identical(levels(species$class), levels(iris$Species))
+  expect_identical(as.character(species$class), c("setosa", "versicolor", "virginica"))
+  expect_true(all(paste0("prob_", levels(iris$Species)) %in% names(species)))
   example <- file.path(root, "examples", "R", "tables.R")
   withr::with_dir(work, quietly(source(example, local = new.env())))
   expect_true(dir.exists(file.path(work, "models", "table-mpg-linear")))
