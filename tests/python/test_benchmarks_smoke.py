@@ -129,7 +129,8 @@ def test_benchmark_scripts_smoke(tmp_path):
     plan_path, status_path = tmp_path / "plan.json", tmp_path / "status.json"
     plan_path.write_text(json.dumps([{"script": str(BENCH / s), "args": a, "stdout": str(logs / f"{s}.txt")}
                                      for s, a in plan.items()]))
-    # one process for all (module docstring): ~5 minutes on a quiet 2-core machine, far more under load
+    # one process for all (module docstring): ~125 CPU seconds (was ~200 before the leaner smoke runs), far
+    # more wall time under load
     proc = subprocess.run([sys.executable, str(RUNNER), str(plan_path), str(status_path)], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=1800)
     status = json.loads(status_path.read_text()) if status_path.exists() else {}
