@@ -39,7 +39,8 @@ not readable from /proc/cpuinfo) x the clock lscpu reports (max MHz, else the mo
 Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (not in smoke runs;
 `--render JSON` rewrites it from a JSON file the script wrote, running nothing).
 `--smoke`: 600 training and 100 test images, 2 segments of 20 steps, batch 16, peers tpuestimator
-and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates).
+and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates), each in a thread
+of this process instead of a child process (same protocol).
 """
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -101,8 +104,9 @@ def _child_ours(spec: dict):
     return segment
 
 
-def _child_keras(spec: dict, out, stdin):
-    """Runs the Keras peer: one `fit` of one K-step epoch per segment, gated at each epoch's start."""
+def _child_keras(spec: dict, out, stdin, stop):
+    """Runs the Keras peer: one `fit` of one K-step epoch per segment, gated at each epoch's start;
+    `stop()` ends it when the conductor says STOP."""
     import keras
 
     common.setup_path()
@@ -125,7 +129,7 @@ def _child_keras(spec: dict, out, stdin):
             line = stdin.readline().strip()
             if line != "GO":
                 out.flush()
-                os._exit(0)  # STOP: nothing to save
+                stop()
             self.stamps, self.t0, self.c0 = [], time.perf_counter(), time.process_time()
 
         def on_train_batch_end(self, batch, logs=None):
@@ -160,9 +164,15 @@ def child_main(side: str, spec_path: str) -> int:
 
     warnings.filterwarnings("ignore")
     logging.getLogger("tpuestimator").setLevel(logging.WARNING)
+    serve(side, spec, out, stdin, stop=lambda: os._exit(0))  # STOP: nothing to save
+    return 0
+
+
+def serve(side: str, spec: dict, out, stdin, stop) -> None:
+    """A peer's side of the protocol: READY, then a SEGMENT line per GO, until STOP."""
     if side == "keras":
-        _child_keras(spec, out, stdin)
-        return 0
+        _child_keras(spec, out, stdin, stop)
+        return
     segment = _child_ours(spec)
     out.write("READY\n")
     out.flush()
@@ -171,7 +181,6 @@ def child_main(side: str, spec_path: str) -> int:
             break
         out.write("SEGMENT " + json.dumps(segment()) + "\n")
         out.flush()
-    return 0
 
 
 class Peer:
@@ -183,19 +192,23 @@ class Peer:
         self._err = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      text=True, env=env)
+        self._to, self._from = self.proc.stdin, self.proc.stdout
         self.segments: list[dict] = []
         self._expect("READY")
 
+    def _ended(self) -> tuple[str, str]:  # (what happened, its output)
+        return f"the child ended (exit {self.proc.poll()})", self.stderr_path.read_text()[-3000:]
+
     def _expect(self, word: str) -> str:
-        line = self.proc.stdout.readline()
+        line = self._from.readline()
         if not line.startswith(word):
-            raise RuntimeError(f"{self.name}: the child ended (exit {self.proc.poll()}) instead of printing "
-                               f"{word}: {self.stderr_path.read_text()[-3000:]}")
+            what, detail = self._ended()
+            raise RuntimeError(f"{self.name}: {what} instead of printing {word}: {detail}")
         return line[len(word):].strip()
 
     def segment(self, round_index: int) -> dict:
-        self.proc.stdin.write("GO\n")
-        self.proc.stdin.flush()
+        self._to.write("GO\n")
+        self._to.flush()
         seg = json.loads(self._expect("SEGMENT"))
         seg["round"] = round_index
         self.segments.append(seg)
@@ -204,12 +217,60 @@ class Peer:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write("STOP\n")
-                self.proc.stdin.flush()
+                self._to.write("STOP\n")
+                self._to.flush()
                 self.proc.wait(60)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
         self._err.close()
+
+
+class _Stopped(Exception):
+    """The conductor said STOP to a peer running in a thread."""
+
+
+class ThreadPeer(Peer):
+    """A peer in a thread of this process, over the same line protocol (smoke runs: a child
+    process's TensorFlow start-up, ~8 CPU s a peer, measures nothing there)."""
+
+    def __init__(self, name: str, spec: dict):
+        self.name, self.segments, self.error = name, [], ""
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        self._to, self._from = os.fdopen(down_w, "w"), os.fdopen(up_r)
+        child_in, child_out = os.fdopen(down_r), os.fdopen(up_w, "w")
+
+        def stop():
+            raise _Stopped
+
+        def run():
+            try:
+                serve(name, spec, child_out, child_in, stop)
+            except _Stopped:
+                pass
+            except BaseException:  # reported by the conductor, which reads the end of the stream
+                self.error = traceback.format_exc()
+            finally:
+                child_out.close()
+                child_in.close()
+
+        self.thread = threading.Thread(target=run, name=f"peer-{name}", daemon=True)
+        self.thread.start()
+        self._expect("READY")
+
+    def _ended(self) -> tuple[str, str]:  # (what happened, its output)
+        return "the peer's thread ended", self.error[-3000:]
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            try:
+                self._to.write("STOP\n")
+                self._to.flush()
+            except OSError:
+                pass
+            self.thread.join(60)
+        self._to.close()
+        self._from.close()
 
 
 # ---------------------------------------------------------------------------- TF 2.15
@@ -354,6 +415,9 @@ def run(args) -> dict:
             spec_path.write_text(json.dumps(peer_spec))
             if name == "tf1":
                 argv, peer_env = [args.tf215_python, str(TF1_SCRIPT), str(spec_path)], dict(env, PYTHONPATH="")
+            elif args.smoke:
+                children[name] = ThreadPeer(name, peer_spec)
+                continue
             else:
                 argv, peer_env = [sys.executable, str(Path(__file__).resolve()), "--child", name, str(spec_path)], env
             children[name] = Peer(name, argv, work, peer_env)

@@ -211,11 +211,13 @@ def main(argv=None) -> int:
         p.add_argument("--configs", default=",".join(CONFIGS))
         p.add_argument("--records", type=int, default=None, help="random records to generate (default 10000)")
         p.add_argument("--batch-size", type=int, default=128)
-        p.add_argument("--steps-per-loop", type=int, default=common.STEPS_PER_LOOP)
+        p.add_argument("--steps-per-loop", type=int, default=None,
+                       help=f"iterations_per_loop (default {common.STEPS_PER_LOOP}; smoke 10)")
         p.add_argument("--loops", type=int, default=3, help="timed loops per configuration per repeat (+2 untimed)")
         p.add_argument("--name", default="hooks", help="result file name (<out>/<name>.json)")
 
     args = common.standard_args(__doc__.splitlines()[0], argv, extra, default_repeats=None)
+    args.steps_per_loop = args.steps_per_loop or (10 if args.smoke else common.STEPS_PER_LOOP)
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")

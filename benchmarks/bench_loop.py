@@ -185,6 +185,8 @@ def make_runner(config: str, workload: str, pattern: str, batch: int, **kw):
 
 DEFAULT_CONFIGS = {"linear": ["bare", "keras", "estimator", "estimator_nohooks", "estimator_distributed_input"],
                    "cnn": ["bare", "keras", "estimator"]}
+# --smoke: the targets' configurations only (the diagnostic ones are the Estimator with other flags)
+SMOKE_CONFIGS = ["bare", "keras", "estimator"]
 
 
 def bench_workload(workload: str, configs, pattern: str, *, batch: int, rounds: int, precision: str,
@@ -254,7 +256,8 @@ def main(argv=None) -> int:
         suffix = "" if len(variants) == 1 else f"@{precision}{'+jit' if jit else ''}"
         for workload in args.workloads.split(","):
             key_w = workload + suffix
-            configs = args.configs.split(",") if args.configs else DEFAULT_CONFIGS[workload]
+            configs = args.configs.split(",") if args.configs else \
+                [c for c in DEFAULT_CONFIGS[workload] if c in SMOKE_CONFIGS or not args.smoke]
             rounds = args.repeats or (2 if args.smoke else ROUNDS[workload])
             log(f"{key_w}: {configs}, {rounds} rounds")
             res = bench_workload(workload, configs, pattern, batch=args.batch_size, rounds=rounds,

@@ -42,6 +42,11 @@ BATCH_SIZE = 128
 # A smoke run only proves a script runs and writes its result format: small cnn batches cut
 # its compute by a third (tracing and XLA compilation, not the batch, dominate what is left).
 SMOKE_BATCH_SIZE = 16
+# ... and a narrower cnn (the same layers, a fourteenth of the FLOPs per image): its steps and
+# passes were most of the compute left in the smoke runs. `standard_args` switches it on with
+# --smoke (and off without), for `model_fn_for`.
+SMOKE_MODEL_PARAMS = {"cnn": {"filters": [8, 16], "dense_units": 32}}
+_smoke_models = False
 
 
 def add_batch_size_arg(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +76,8 @@ def standard_args(description: str, argv: Sequence[str] | None = None,
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
+    global _smoke_models
+    _smoke_models = bool(args.smoke)   # the scripts run one after another in one process (smoke test)
     if getattr(args, "batch_size", 0) is None:
         args.batch_size = SMOKE_BATCH_SIZE if args.smoke else BATCH_SIZE
     if args.repeats is None and default_repeats is not None:
@@ -442,7 +449,8 @@ def model_params(workload: str, **extra) -> dict:
 
 
 def model_fn_for(workload: str) -> Callable[[dict], Any]:
-    """The tpuestimator model function of a workload: `linear` (784 -> 10) or `cnn` (the MNIST CNN)."""
+    """The tpuestimator model function of a workload: `linear` (784 -> 10) or `cnn` (the MNIST CNN;
+    in smoke runs narrower, SMOKE_MODEL_PARAMS)."""
     setup_path()
     if workload == "linear":
         from tpuestimator.models.tabular import linear
@@ -451,7 +459,13 @@ def model_fn_for(workload: str) -> Callable[[dict], Any]:
     if workload == "cnn":
         from tpuestimator.models.cnn import cnn
 
-        return cnn
+        if not _smoke_models:
+            return cnn
+
+        def smoke_cnn(params: dict):
+            return cnn({**SMOKE_MODEL_PARAMS["cnn"], **params})
+
+        return smoke_cnn
     raise ValueError(f"unknown workload {workload!r}: 'linear' or 'cnn'")
 
 

@@ -8,10 +8,11 @@ checks; `test_every_script_the_readme_names_is_smoke_run` keeps the list complet
 
 The Python scripts run one after another in ONE subprocess (`bench_smoke_runner.py`, each as
 `python SCRIPT ARGS` runs it): a fresh process per script cost ~9 CPU seconds of TensorFlow
-start-up each, measuring nothing, and was most of this file's cost. The fresh processes that
-are part of what a script measures stay: bench_startup.py times whole processes,
-bench_predict_memory.py reads each measure's peak RSS from its own process, bench_teardown.py's
-work-around patches TensorFlow process-wide; each script starts those itself. gpu/run_gpu.sh
+start-up each, measuring nothing, and was most of this file's cost. For the same reason each
+script's `--smoke` starts as few processes as what it measures needs: bench_startup.py times
+two whole processes (bare and cli, the target's pair), bench_predict_memory.py one process for
+all its measures, bench_teardown.py one child for both settings (its work-around patches
+TensorFlow process-wide), bench_fashion_mnist.py none (its peers run in threads). gpu/run_gpu.sh
 (a shell script starting its own Pythons) and run_all.py (no TensorFlow) run on their own."""
 from __future__ import annotations
 
@@ -128,10 +129,15 @@ def test_benchmark_scripts_smoke(tmp_path):
     plan_path, status_path = tmp_path / "plan.json", tmp_path / "status.json"
     plan_path.write_text(json.dumps([{"script": str(BENCH / s), "args": a, "stdout": str(logs / f"{s}.txt")}
                                      for s, a in plan.items()]))
-    # one process for all (module docstring): ~5 minutes on a quiet 2-core machine, far more under load
+    # one process for all (module docstring): ~125 CPU seconds (was ~200 before the leaner smoke runs), far
+    # more wall time under load
     proc = subprocess.run([sys.executable, str(RUNNER), str(plan_path), str(status_path)], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=1800)
     status = json.loads(status_path.read_text()) if status_path.exists() else {}
+    # what each script cost (shown with the failures, or with `pytest -rP`): the runner's status
+    # file has each script's seconds and CPU seconds (its own and its children's)
+    print("\n".join(f"{script:28s} {ran['seconds']:7.1f} s {ran['cpu_seconds']:7.1f} CPU s"
+                     for script, ran in status.items() if "seconds" in ran))
     failures, not_run = [], []
     for script in plan:
         ran = status.get(script)
@@ -240,7 +246,7 @@ def _check_input_report(path: Path) -> None:
 
 
 def _check_predict_memory(out: Path) -> None:
-    """Each measure ran in its own process (the script starts them) and reported its peak."""
+    """Each measure ran in a fresh process the script started (smoke: one for all) and reported its peak."""
     data = json.loads((out / "predict_memory.json").read_text())
     assert data["benchmark"] == "predict_memory" and data["smoke"] is True
     assert set(data["results"]) == {"floor", "stream_csv_40", "stream_csv_400", "stream_parquet_400"}
