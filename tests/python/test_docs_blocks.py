@@ -76,6 +76,11 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
          "--set run.strategy=parameter_server --model-dir models/job-ps",
          "the two lines are alternatives: the second trains into a folder of its own"),
     ],
+    "MIGRATING.md:fashion": [
+        ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
+         "60,000 training images -> the first 600 (and 100 test images)"),
+        ("--train_steps 3000", "--train_steps 20", "3,000 steps -> 20"),
+    ],
     "tuning.md:python": [
         ('"train.max_steps=300"', '"train.max_steps=20"', "300 steps -> 20"),
     ],
@@ -239,14 +244,17 @@ def test_the_tuning_pages_cli_block_runs_and_lists_the_runs(digits_here):
     runs = [p for p in (digits_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(runs) == 5, proc.stdout[-3000:]
     flags = [json.loads((p / "tfruns.d" / "flags.json").read_text()) for p in runs]
-    rates = sorted(f["learning_rate"] for f in flags)
-    assert rates[:0] == [] and set(rates) <= {1e-3, 3e-3, 1e-2} and rates.count(1e-2) == 1, flags
-    assert sorted(f["batch_size"] for f in flags if "batch_size" in f) in ([32, 32], [32, 64], [64, 64]), flags
-    losses = [json.loads((p / "tfruns.d" / "evaluation.json").read_text())["loss"] for p in runs]
-    listing = proc.stdout[proc.stdout.rindex("eval_loss"):]
-    order = [run.name for run in sorted(runs, key=lambda p: losses[runs.index(p)])]
-    positions = [listing.index(name) for name in order]
-    assert positions == sorted(positions), listing[:2000]           # runs ls: best (lowest eval_loss) first
+    rates = [f["learning_rate"] for f in flags]
+    assert rates.count(1e-2) == 1 and set(rates) <= {1e-3, 3e-3, 1e-2}, flags      # 3 rates, then 2 of 4 points
+    assert all(f["train.max_steps"] == STEPS for f in flags), flags
+    losses = {p.name: json.loads((p / "tfruns.d" / "evaluation.json").read_text())["loss"] for p in runs}
+    lines = proc.stdout.splitlines()
+    # `runs ls`: the five runs, one a line, lowest eval_loss first
+    (start,) = [i for i in range(len(lines) - 4) if all(lines[i + k].split(" ", 1)[0] in losses for k in range(5))]
+    listed = [lines[start + k].split(" ", 1)[0] for k in range(5)]
+    assert listed == sorted(losses, key=losses.get), (listed, losses)
+    latest = sorted(losses)[-2:]                                          # `runs compare`: the two latest
+    assert all(name in "\n".join(lines[start + 5:]) for name in latest), "\n".join(lines[start + 5:])
 
 
 @pytest.mark.slow
@@ -343,6 +351,20 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
     assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
 
 
+@pytest.mark.slow
+def test_the_migrating_pages_fashion_mnist_block_runs(tmp_path):
+    """docs/MIGRATING.md: the fashion_mnist example's records, then the ported TF1 mnist_tpu.py
+    (run from a clone's root, as on the page) trains, evaluates every test image once and predicts."""
+    if not Path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist "
+                    "(scripts/setup_system.sh datasets)")
+    _, block = page_block("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    proc = run_bash(as_run("MIGRATING.md:fashion", block), tmp_path, shims(tmp_path))
+    assert "'global_step': 20" in proc.stdout and "'num_examples': 100" in proc.stdout, proc.stdout[-3000:]
+    assert (tmp_path / "models" / "mnist_fashion" / "ckpt-20.index").exists()
+
+
 def test_every_substitution_matches_its_page():
     """A page edit that removes a substituted text fails here first (cheaply), naming it."""
     blocks = {
@@ -355,6 +377,7 @@ def test_every_substitution_matches_its_page():
         "debugging.md:diverge": ("debugging.md", "tpuestimator example digits --out digits", "bash"),
         "scaling-out.md:service": ("scaling-out.md", "tpuestimator data serve --dispatcher", "bash"),
         "scaling-out.md:cluster": ("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml", "bash"),
+        "MIGRATING.md:fashion": ("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion", "bash"),
     }
     assert set(blocks) <= set(SUBSTITUTIONS)
     for key, (page, first, lang) in blocks.items():
