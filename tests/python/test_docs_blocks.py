@@ -203,14 +203,15 @@ def test_the_python_quick_start_and_estimator_api_blocks_run(tmp_path, monkeypat
     run_job on the digits example; the page's Estimator lines then train, evaluate, predict
     and export with `input_fn`s the page leaves to the user (given here: the digits records)."""
     from tpuestimator.cli import main
-    from tpuestimator.jobs.job import input_fn_for, load_job_config
+    from tpuestimator.config import load_config
+    from tpuestimator.jobs.job import input_fn_for
 
     _, readme = page_block("README.md", "import tpuestimator as te", "python")
     _, page = page_block("getting-started-python.md", "import tpuestimator as te", "python")
     assert page.startswith(readme)
     monkeypatch.chdir(tmp_path)
     assert main(["example", "digits", "--out", "digits"]) == 0
-    cfg = load_job_config("digits/digits.yaml")
+    cfg = load_config("digits/digits.yaml")
     scope = {"input_fn": input_fn_for(cfg, "train"), "eval_input_fn": input_fn_for(cfg, "eval")}
     exec(as_run("getting-started-python.md:python", page), scope)  # noqa: S102 (the page's lines)
     result = scope["result"]
