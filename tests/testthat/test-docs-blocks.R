@@ -33,7 +33,7 @@ substitute_page <- function(code, subs) {
 comparison_page <- function(url) file.path(tempdir(), sub("^http://127\\.0\\.0\\.1:[0-9]+/session/", "", url))
 
 run_lines <- function(code, env) {
-  for (expr in parse(text = code, keep.source = FALSE)) quietly(eval(expr, env))
+  for (expr in parse(text = code, keep.source = FALSE)) suppressMessages(suppressWarnings(eval(expr, env)))
   env
 }
 
