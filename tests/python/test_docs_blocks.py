@@ -250,10 +250,10 @@ def test_the_tuning_pages_cli_block_runs_and_lists_the_runs(digits_here):
     assert all(f["train.max_steps"] == STEPS for f in flags), flags
     losses = {p.name: json.loads((p / "tfruns.d" / "evaluation.json").read_text())["loss"] for p in runs}
     lines = proc.stdout.splitlines()
-    # `runs ls`: the five runs, one a line, lowest eval_loss first
-    (start,) = [i for i in range(len(lines) - 4) if all(lines[i + k].split(" ", 1)[0] in losses for k in range(5))]
+    # `runs ls` (after the tunings' own tables): the five runs, one a line, lowest eval_loss first
+    start = [i for i in range(len(lines) - 4) if all(lines[i + k].split(" ", 1)[0] in losses for k in range(5))][-1]
     listed = [lines[start + k].split(" ", 1)[0] for k in range(5)]
-    assert listed == sorted(losses, key=losses.get), (listed, losses)
+    assert set(listed) == set(losses) and [losses[n] for n in listed] == sorted(losses.values()), (listed, losses)
     latest = sorted(losses)[-2:]                                          # `runs compare`: the two latest
     assert all(name in "\n".join(lines[start + 5:]) for name in latest), "\n".join(lines[start + 5:])
 
