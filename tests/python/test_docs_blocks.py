@@ -124,14 +124,14 @@ def as_run(key: str, text: str) -> str:
 
 
 def shims(folder: Path) -> dict:
-    """An environment whose `tpuestimator` and `saved_model_cli` are this checkout's, run by this Python."""
+    """An environment whose `tpuestimator`, `saved_model_cli` and `python` are this checkout's, run by this Python."""
     bin_dir = folder / ".bin"
     bin_dir.mkdir(exist_ok=True)
-    for name, module in (("tpuestimator", "tpuestimator"),
-                         ("saved_model_cli", "tensorflow.python.tools.saved_model_cli")):
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" -m {module} "$@"\n')
+    # `python` too: a symlink would lose the virtualenv (Python finds it beside the path it was run by)
+    for name, module in (("tpuestimator", "-m tpuestimator"), ("python", ""),
+                         ("saved_model_cli", "-m tensorflow.python.tools.saved_model_cli")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" {module} "$@"\n')
         (bin_dir / name).chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
     env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
