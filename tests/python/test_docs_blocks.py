@@ -1,0 +1,385 @@
+"""The guide pages' shell and Python blocks run as written (issue 32, item 4).
+
+Each test reads its block from the page at test time (so an edit to the page is what gets
+tested), applies only the substitutions in SUBSTITUTIONS below (each must still match the page,
+or the test fails instead of quietly running something else), and runs it: shell blocks in one
+`bash` per test, in a scratch folder laid out as the page assumes; Python blocks in process.
+Outcomes are checked (an export that answers, a run recorded, a bundle that replays, the printed
+lines the page promises), not only exit statuses.
+
+Every `tpuestimator` (and `saved_model_cli`) these scripts call is this checkout's, through a
+two-line shim on PATH (`python -m tpuestimator "$@"` with the test's Python).
+
+One small digits model (20 steps, the getting-started commands) is trained once per module and
+the deploying blocks run against it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+STEPS = 20   # every training on the pages, shortened to this many steps
+
+# What differs from the page, per page: (text on the page, what the test runs instead, why).
+# Every `old` must occur in the block it is applied to.
+SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
+    "getting-started-python.md:commands": [
+        ('pip install -e ".[cpu]"', "true", "pip installs from the network; the shim runs this checkout"),
+        ("tpuestimator example digits --out digits        # config + data",
+         "tpuestimator example digits --out digits; sed -i 's/max_steps: 1500/max_steps: 20/' digits/digits.yaml",
+         "the example config's 1,500 training steps -> 20"),
+        ("train.max_steps=3000", "train.max_steps=40", "3,000 steps -> 40 (20 more than the first training)"),
+        ("export/final/1500", "export/final/20", "the export's step folder follows the shorter training"),
+        ("tpuestimator tensorboard                        # TensorBoard on the runs folder",
+         "set -m; tpuestimator tensorboard > tensorboard.out & SERVER=$!; started 'http://' tensorboard.out\n"
+         "fetch \"$(grep -o 'http://127.0.0.1:[0-9]*/' tensorboard.out)\"; ctrl_c; cat tensorboard.out",
+         "it serves until Ctrl-C: started, its page fetched, then sent SIGINT"),
+    ],
+    "getting-started-python.md:python": [
+        ('"train.max_steps=500"', '"train.max_steps=20"', "500 steps -> 20"),
+        ("max_steps=1000", "max_steps=20", "1,000 steps -> 20"),
+    ],
+    "deploying.md:saved_model_cli": [
+        ("export/final/1500", "export/final/20", "the export's step folder follows the shorter training"),
+    ],
+    "deploying.md:tflite": [
+        ("--representative-batches 10", "--representative-batches 2", "10 calibration batches -> 2"),
+    ],
+    "tuning.md:cli": [
+        ("train.max_steps=300", "train.max_steps=20", "300 steps -> 20 (digits.yaml's own 1,500 are 20 here too)"),
+    ],
+    "debugging.md:diverge": [
+        ("--set run.model_dir=models/job   # exit status 1", "--set run.model_dir=models/job || test $? = 1",
+         "the training's exit status 1 is what the page promises; the script goes on"),
+    ],
+    "scaling-out.md:service": [
+        ("tpuestimator data serve --dispatcher 5050 --workers 2      # a local dispatcher + 2 workers; Ctrl-C stops them",
+         "set -m; tpuestimator data serve --dispatcher 5050 --workers 2 > serve.out & SERVER=$!; "
+         "started 'tf.data service at' serve.out",
+         "it serves until Ctrl-C (in its own terminal on the page): started in the background, stopped after the training"),
+        ("tpuestimator train job.yaml --set data.service=grpc://localhost:5050",
+         "tpuestimator train job.yaml --set data.service=grpc://localhost:5050\nctrl_c; cat serve.out", "then Ctrl-C"),
+        ("5050", "$PORT", "a free port, not 5050, which another test or program may hold"),
+    ],
+    "scaling-out.md:cluster": [
+        ("--set run.strategy=parameter_server --model-dir models/job",
+         "--set run.strategy=parameter_server --model-dir models/job-ps",
+         "the two lines are alternatives: the second trains into a folder of its own"),
+    ],
+    "MIGRATING.md:fashion": [
+        ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
+         "60,000 training images -> the first 600 (and 100 test images)"),
+        ("--train_steps 3000", "--train_steps 20", "3,000 steps -> 20"),
+    ],
+    "tuning.md:python": [
+        ('"train.max_steps=300"', '"train.max_steps=20"', "300 steps -> 20"),
+    ],
+}
+
+# Shell functions the substituted lines call (defined before the page's lines run).
+PRELUDE = r"""
+set -euo pipefail
+started() {   # $1: a pattern, $2: the output file of the server $SERVER: waits until it prints the pattern
+  for _ in $(seq 1200); do
+    grep -q "$1" "$2" && return 0
+    kill -0 "$SERVER" 2>/dev/null || { cat "$2"; return 1; }
+    sleep 0.5
+  done
+  return 1
+}
+fetch() { python -c 'import sys, urllib.request; print("fetched", urllib.request.urlopen(sys.argv[1], timeout=60).status)' "$1"; }
+ctrl_c() { kill -INT "$SERVER"; wait "$SERVER"; }   # what Ctrl-C sends; the server's exit status is the script's
+"""
+
+
+def page_block(page: str, first: str, lang: str = "bash") -> tuple[int, str]:
+    """(line, text) of the ```lang block of docs/`page` (or README.md) whose first line starts with `first`."""
+    path = REPO / page if page == "README.md" else DOCS / page
+    lines = path.read_text().splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if line == f"```{lang}" and lines[i + 1].startswith(first):
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            found.append((i + 2, "\n".join(lines[i + 1:end]) + "\n"))
+    assert len(found) == 1, f"{page}: expected one ```{lang} block starting {first!r}, found {len(found)}"
+    return found[0]
+
+
+def as_run(key: str, text: str) -> str:
+    """The block with its SUBSTITUTIONS applied; each must match."""
+    for old, new, why in SUBSTITUTIONS[key]:
+        assert old in text, f"{key}: the page no longer has {old!r} ({why}): update SUBSTITUTIONS"
+        text = text.replace(old, new)
+    return text
+
+
+def shims(folder: Path) -> dict:
+    """An environment whose `tpuestimator`, `saved_model_cli` and `python` are this checkout's, run by this Python."""
+    bin_dir = folder / ".bin"
+    bin_dir.mkdir(exist_ok=True)
+    # `python` too: a symlink would lose the virtualenv (Python finds it beside the path it was run by)
+    for name, module in (("tpuestimator", "-m tpuestimator"), ("python", ""),
+                         ("saved_model_cli", "-m tensorflow.python.tools.saved_model_cli")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" {module} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def run_bash(script: str, cwd: Path, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
+    # as from a terminal: a test run started in the background of a script (`cmd &`) has SIGINT
+    # ignored, which the page's Ctrl-C-stopped servers would inherit and keep
+    proc = subprocess.run(["bash", "-c", PRELUDE + script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """docs/getting-started-python.md's commands, run in one bash in an empty folder."""
+    root = tmp_path_factory.mktemp("quickstart")
+    env = shims(root)
+    _, block = page_block("getting-started-python.md", 'pip install -e ".[cpu]"')
+    proc = run_bash(as_run("getting-started-python.md:commands", block), root, env)
+    return root, env, proc
+
+
+@pytest.mark.slow
+def test_the_getting_started_commands_run_and_readme_repeats_them(quickstart):
+    """Every line of the getting-started commands (README.md's Python quick start is some of them,
+    in the same order): the example, two trainings (the second resumes to 40 steps), an exact
+    evaluation, a TFLite file, three predictions, the TPU-readiness check, the two runs listed and
+    TensorBoard serving them until Ctrl-C."""
+    root, _, proc = quickstart
+    _, long = page_block("getting-started-python.md", 'pip install -e ".[cpu]"')
+    _, short = page_block("README.md", 'pip install -e ".[cpu]"')
+    long_lines, short_lines = long.splitlines(), short.splitlines()
+    assert len(short_lines) >= 4 and [line for line in long_lines if line in short_lines] == short_lines
+    out = proc.stdout
+    model = root / "models" / "digits"
+    assert (model / "ckpt-40.index").exists() and (model / "export" / "final" / "20" / "saved_model.pb").exists()
+    assert (model / "export" / "final" / "40" / "saved_model.pb").exists()
+    assert "num_examples   360" in out                                    # evaluate: every eval example once
+    assert len(list(model.glob("export/**/*.tflite"))) + len(list(model.glob("*.tflite"))) >= 1
+    predictions = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(predictions) == 3 and all(0 <= p["class_id"] < 10 for p in predictions), out[-3000:]
+    runs = sorted(p.name for p in (root / "runs").iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(runs) >= 2 and all(run in out for run in runs[:2])          # runs ls lists them
+    assert "fetched 200" in out and "Stopping TensorBoard." in out
+
+
+@pytest.mark.slow
+def test_the_deploying_pages_saved_model_cli_and_tflite_blocks_run(quickstart):
+    """docs/deploying.md: saved_model_cli lists the three signatures of the export; the four
+    TFLite conversions each leave their file (float32, dynamic, float16, int8)."""
+    root, env, _ = quickstart
+    _, cli = page_block("deploying.md", "saved_model_cli show")
+    _, tflite = page_block("deploying.md", "tpuestimator export models/digits --format tflite")
+    proc = run_bash(as_run("deploying.md:saved_model_cli", cli) + as_run("deploying.md:tflite", tflite), root, env)
+    for signature in ("serving_default", "image_bytes", "features"):
+        assert f"signature_def['{signature}']" in proc.stdout, proc.stdout[-3000:]
+    names = {p.name for p in root.rglob("*.tflite")}
+    for mode in ("", "-dynamic", "-float16", "-int8"):
+        assert f"model-40{mode}.tflite" in names, names
+
+
+@pytest.mark.slow
+def test_the_python_quick_start_and_estimator_api_blocks_run(tmp_path, monkeypatch):
+    """README.md's Python block (the first lines of docs/getting-started-python.md's) runs
+    run_job on the digits example; the page's Estimator lines then train, evaluate, predict
+    and export with `input_fn`s the page leaves to the user (given here: the digits records)."""
+    from tpuestimator.cli import main
+    from tpuestimator.config import load_config
+    from tpuestimator.jobs.job import input_fn_for
+
+    _, readme = page_block("README.md", "import tpuestimator as te", "python")
+    _, page = page_block("getting-started-python.md", "import tpuestimator as te", "python")
+    assert page.startswith(readme)
+    monkeypatch.chdir(tmp_path)
+    assert main(["example", "digits", "--out", "digits"]) == 0
+    cfg = load_config("digits/digits.yaml")
+    scope = {"input_fn": input_fn_for(cfg, "train"), "eval_input_fn": input_fn_for(cfg, "eval")}
+    exec(as_run("getting-started-python.md:python", page), scope)  # noqa: S102 (the page's lines)
+    result = scope["result"]
+    assert result.metrics["global_step"] == 20 and Path(result.export_dir, "saved_model.pb").exists()
+    assert Path(result.run_dir, "tfruns.d", "evaluation.json").exists()
+    metrics = scope["metrics"]
+    assert metrics["global_step"] == 20 and metrics["num_examples"] == 360
+    predictions = list(scope["est"].predict(scope["eval_input_fn"]))
+    assert len(predictions) == 360 and set(predictions[0]) >= {"probabilities", "class_id"}
+    np.testing.assert_allclose(predictions[0]["probabilities"].sum(), 1.0, rtol=1e-5)
+    assert list((tmp_path / "export").glob("*/saved_model.pb"))
+
+
+@pytest.fixture
+def digits_here(tmp_path):
+    """The digits example's files in the working folder, as tuning.md assumes (digits.yaml here)."""
+    from tpuestimator.cli import main
+
+    assert main(["example", "digits", "--out", str(tmp_path)]) == 0
+    yaml = tmp_path / "digits.yaml"
+    yaml.write_text(yaml.read_text().replace("max_steps: 1500", f"max_steps: {STEPS}"))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_the_tuning_pages_cli_block_runs_and_lists_the_runs(digits_here):
+    """docs/tuning.md's commands: three learning rates, then half of a 2x2 grid, then the runs
+    best first and the two latest side by side."""
+    _, block = page_block("tuning.md", "tpuestimator tune digits.yaml")
+    proc = run_bash(as_run("tuning.md:cli", block), digits_here, shims(digits_here))
+    runs = [p for p in (digits_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(runs) == 5, proc.stdout[-3000:]
+    flags = [json.loads((p / "tfruns.d" / "flags.json").read_text()) for p in runs]
+    rates = [f["learning_rate"] for f in flags]
+    assert rates.count(1e-2) == 1 and set(rates) <= {1e-3, 3e-3, 1e-2}, flags      # 3 rates, then 2 of 4 points
+    assert all(f["train.max_steps"] == STEPS for f in flags), flags
+    losses = {p.name: json.loads((p / "tfruns.d" / "evaluation.json").read_text())["loss"] for p in runs}
+    lines = proc.stdout.splitlines()
+    # `runs ls` (after the tunings' own tables): the five runs, one a line, lowest eval_loss first
+    start = [i for i in range(len(lines) - 4) if all(lines[i + k].split(" ", 1)[0] in losses for k in range(5))][-1]
+    listed = [lines[start + k].split(" ", 1)[0] for k in range(5)]
+    assert set(listed) == set(losses) and [losses[n] for n in listed] == sorted(losses.values()), (listed, losses)
+    latest = sorted(losses)[-2:]                                          # `runs compare`: the two latest
+    assert all(name in "\n".join(lines[start + 5:]) for name in latest), "\n".join(lines[start + 5:])
+
+
+@pytest.mark.slow
+def test_the_tuning_pages_python_block_runs(digits_here, monkeypatch):
+    """docs/tuning.md's Python block: three runs, and `best` is the one with the lowest eval loss."""
+    monkeypatch.chdir(digits_here)
+    _, block = page_block("tuning.md", "from tpuestimator.runs import ls_runs", "python")
+    scope: dict = {}
+    exec(as_run("tuning.md:python", block), scope)  # noqa: S102 (the page's lines)
+    runs = [p for p in (digits_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(runs) == 3
+    losses = {p.name: json.loads((p / "tfruns.d" / "evaluation.json").read_text())["loss"] for p in runs}
+    best = scope["best"]
+    assert Path(best["run_dir"]).name == min(losses, key=losses.get)
+
+
+@pytest.mark.slow
+def test_the_debugging_pages_blocks_run(tmp_path, monkeypatch):
+    """docs/debugging.md, its blocks in page order: a training at learning rate 1e10 stops with
+    exit status 1, a report and a bundle; the replay names the op and its source line; the
+    page's `debug` section (appended to digits.yaml) dumps exactly steps 5-7, logs the watched
+    output three times and profiles; `debug dump` counts the three steps; the Python block's
+    replay finds the report's step and its summary the three dumped steps."""
+    _, diverge = page_block("debugging.md", "tpuestimator example digits --out digits")
+    _, section = page_block("debugging.md", "debug:", "yaml")
+    _, dumped = page_block("debugging.md", "tpuestimator train digits/digits.yaml --set train.max_steps=12")
+    _, python = page_block("debugging.md", "import glob", "python")
+    script = (as_run("debugging.md:diverge", diverge)
+              + f"cat >> digits/digits.yaml <<'END_OF_PAGE_YAML'\n{section}END_OF_PAGE_YAML\n" + dumped)
+    proc = run_bash(script, tmp_path, shims(tmp_path))
+    out, err = proc.stdout, proc.stderr
+    (report_dir,) = (tmp_path / "models" / "job" / "debug").glob("nonfinite-step-*")
+    report = json.loads((report_dir / "report.json").read_text())
+    first = report["first_nonfinite"]["step"]
+    assert f"step {first}" in out and "tpuestimator debug replay" in out            # cat report.txt
+    assert "NaN or Inf" in err and re.search(r"op type: +\w+", out) and re.search(r"source: +\S+\.py:\d+", out)
+    watched = [line for line in err.splitlines() if "watch | step:" in line and "probabilities [" in line]
+    assert len(watched) == 3, err[-3000:]
+    assert re.search(r"executions: +\d+ \(3 train-loop calls\)", out), out[-2000:]
+    assert list((tmp_path / "runs").glob("*/logs/plugins/profile/*")), "no profile written"
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(python, scope)  # noqa: S102 (the page's lines, as written)
+    assert scope["result"]["reproduced"] and scope["result"]["step"] == first
+    assert scope["result"]["op"]["source"]["line"] > 0
+    assert scope["summary"]["loop_executions"] == 3 and scope["summary"]["nonfinite"] == []
+
+
+@pytest.fixture
+def job_here(tmp_path):
+    """The digits example as `job.yaml` in the working folder (scaling-out.md's `job.yaml`), 20 steps."""
+    from tpuestimator.cli import main
+
+    assert main(["example", "digits", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "digits.yaml").read_text().replace("max_steps: 1500", f"max_steps: {STEPS}")
+    (tmp_path / "job.yaml").write_text(text.replace("name: digits", "name: job"))
+    (tmp_path / "digits.yaml").unlink()
+    return tmp_path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.real_process
+def test_the_scaling_out_pages_tf_data_service_block_runs(job_here):
+    """docs/scaling-out.md: `data serve` starts a dispatcher and two workers, the training reads
+    its input from them, and Ctrl-C stops the service cleanly."""
+    _, block = page_block("scaling-out.md", "tpuestimator data serve --dispatcher")
+    env = dict(shims(job_here), PORT=str(_free_port()))
+    proc = run_bash(as_run("scaling-out.md:service", block), job_here, env)
+    assert f"tf.data service at grpc://localhost:{env['PORT']} with 2 worker(s)" in proc.stdout, proc.stdout
+    assert "tf.data service stopped" in proc.stdout
+    model = job_here / "models" / "job"
+    assert (model / f"ckpt-{STEPS}.index").exists()
+    config = (model / "config.yaml").read_text()
+    assert f"grpc://localhost:{env['PORT']}" in config
+
+
+@pytest.mark.slow
+@pytest.mark.real_process
+def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
+    """docs/scaling-out.md: two multi-worker workers train models/job; two workers, a parameter
+    server and a side-car evaluator train models/job-ps, the evaluator recording evaluations."""
+    _, block = page_block("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml")
+    run_bash(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
+    for model in ("job", "job-ps"):
+        assert (job_here / "models" / model / f"ckpt-{STEPS}.index").exists(), model
+    assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
+
+
+@pytest.mark.slow
+def test_the_migrating_pages_fashion_mnist_block_runs(tmp_path):
+    """docs/MIGRATING.md: the fashion_mnist example's records, then the ported TF1 mnist_tpu.py
+    (run from a clone's root, as on the page) trains, evaluates every test image once and predicts."""
+    if not Path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist "
+                    "(scripts/setup_system.sh datasets)")
+    _, block = page_block("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    proc = run_bash(as_run("MIGRATING.md:fashion", block), tmp_path, shims(tmp_path))
+    assert "'global_step': 20" in proc.stdout and "'num_examples': 100" in proc.stdout, proc.stdout[-3000:]
+    assert (tmp_path / "models" / "mnist_fashion" / "ckpt-20.index").exists()
+
+
+def test_every_substitution_matches_its_page():
+    """A page edit that removes a substituted text fails here first (cheaply), naming it."""
+    blocks = {
+        "getting-started-python.md:commands": ("getting-started-python.md", 'pip install -e ".[cpu]"', "bash"),
+        "getting-started-python.md:python": ("getting-started-python.md", "import tpuestimator as te", "python"),
+        "deploying.md:saved_model_cli": ("deploying.md", "saved_model_cli show", "bash"),
+        "deploying.md:tflite": ("deploying.md", "tpuestimator export models/digits --format tflite", "bash"),
+        "tuning.md:cli": ("tuning.md", "tpuestimator tune digits.yaml", "bash"),
+        "tuning.md:python": ("tuning.md", "from tpuestimator.runs import ls_runs", "python"),
+        "debugging.md:diverge": ("debugging.md", "tpuestimator example digits --out digits", "bash"),
+        "scaling-out.md:service": ("scaling-out.md", "tpuestimator data serve --dispatcher", "bash"),
+        "scaling-out.md:cluster": ("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml", "bash"),
+        "MIGRATING.md:fashion": ("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion", "bash"),
+    }
+    assert set(blocks) <= set(SUBSTITUTIONS)
+    for key, (page, first, lang) in blocks.items():
+        as_run(key, page_block(page, first, lang)[1])

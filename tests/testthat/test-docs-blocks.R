@@ -1,0 +1,101 @@
+# The R blocks of docs/deploying.md and docs/tuning.md run as written (issue 32, item 4): each
+# test reads its block from the page at test time, applies only the substitutions listed in it
+# (each must still match the page), and runs the lines in a scratch folder laid out as the page
+# assumes (a trained models/digits and new/*.tfrecord; digits.yaml; train.R). Trainings are
+# shortened to 20 steps.
+
+docs_page <- function(page) {
+  path <- file.path(testthat::test_path("..", ".."), "docs", page)
+  skip_if_not(file.exists(path), paste("docs/", page, "is not here (installed tests)"))
+  path
+}
+
+# The lines of the ```r block of docs/`page` whose first line starts with `first`.
+docs_r_block <- function(page, first) {
+  lines <- readLines(docs_page(page), warn = FALSE)
+  opens <- which(lines == "```r" & startsWith(c(lines[-1], ""), first))
+  expect_length(opens, 1L)
+  rest <- lines[(opens + 1L):length(lines)]
+  rest[seq_len(which(startsWith(rest, "```"))[[1]] - 1L)]
+}
+
+# `code` with each name of `subs` replaced by its value; every name must occur.
+substitute_page <- function(code, subs) {
+  for (old in names(subs)) {
+    expect_true(any(grepl(old, code, fixed = TRUE)), info = paste("the page no longer has", old))
+    code <- gsub(old, subs[[old]], code, fixed = TRUE)
+  }
+  code
+}
+
+# tfruns shows a comparison through R's help server: http://127.0.0.1:PORT/session/<folder>/<file>,
+# the folder being in tempdir().
+comparison_page <- function(url) file.path(tempdir(), sub("^http://127\\.0\\.0\\.1:[0-9]+/session/", "", url))
+
+run_lines <- function(code, env) {
+  for (expr in parse(text = code, keep.source = FALSE)) suppressMessages(suppressWarnings(eval(expr, env)))
+  env
+}
+
+test_that("docs/deploying.md's R block evaluates an export and predicts new records", {
+  skip_if_no_tpuestimator()
+  code <- substitute_page(docs_r_block("deploying.md", "m <- tpu_evaluate("),
+                          c("export/final/1500" = "export/final/20"))   # the 20-step training's export
+  work <- local_work_dir()
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
+  withr::local_options(tpuestimatorr.verbose = FALSE)
+  # the page's setting: the quick start's `run` (models/digits) and new records in new/
+  run <- quietly(tpu_train(tpu_example("digits"), train.max_steps = 20))
+  dir.create("new")
+  file.copy(file.path(dirname(tpu_example("digits")), "eval.tfrecord"), file.path("new", "a.tfrecord"))
+  env <- run_lines(code, list2env(list(run = run), parent = globalenv()))
+  expect_identical(env$m$num_examples, 360L)
+  expect_equal(env$m$accuracy, run$metrics$accuracy, tolerance = 1e-6)
+  expect_identical(names(env$m$per_class), c("class_id", "class", "precision", "recall", "f1", "support"))
+  expect_identical(dim(env$m$confusion_matrix), c(10L, 10L))
+  expect_identical(nrow(env$p), 360L)
+  expect_identical(names(env$p)[1:4], c("source", "index", "class_id", "class"))
+  expect_true(file.exists("preds.parquet") && file.size("preds.parquet") > 0)
+})
+
+test_that("docs/tuning.md's tpu_tuning_run() block tunes three learning rates from digits.yaml", {
+  skip_if_no_tpuestimator()
+  code <- substitute_page(docs_r_block("tuning.md", "runs <- tpu_tuning_run("),
+                          c("train.max_steps = 300" = "train.max_steps = 20"))
+  local_real_tfruns()
+  work <- local_work_dir()
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
+  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
+  shown <- character()
+  file.copy(list.files(dirname(tpu_example("digits")), full.names = TRUE), work)   # digits.yaml here
+  env <- run_lines(code, new.env(parent = environment()))
+  expect_equal(nrow(env$runs), 3L)
+  expect_setequal(env$runs$flag_learning_rate, c(1e-3, 3e-3, 1e-2))
+  expect_true(all(env$runs$global_step == 20L))
+  expect_false(is.unsorted(env$runs$eval_loss))                     # best first
+  expect_length(shown, 1L)                                          # compare_runs() showed its page
+  expect_gt(file.size(comparison_page(shown)), 10000)
+})
+
+test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run() lines run", {
+  skip_if_no_tpuestimator()
+  script <- substitute_page(docs_r_block("tuning.md", "# train.R"),
+                            c('flag_integer("max_steps", 300)' = 'flag_integer("max_steps", 20)'))
+  code <- docs_r_block("tuning.md", 'tfruns::training_run("train.R")')
+  local_real_tfruns()
+  work <- local_work_dir()
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
+  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
+  shown <- character()
+  writeLines(script, "train.R")
+  env <- run_lines(code, new.env(parent = environment()))
+  runs <- tfruns::ls_runs(order = "eval_loss", decreasing = FALSE)
+  expect_equal(nrow(runs), 3L)                                       # one training, two tuned
+  expect_setequal(runs$flag_learning_rate, c(0.003, 0.001, 0.01))
+  expect_false(is.unsorted(runs$eval_loss))
+  for (dir in runs$run_dir) {
+    expect_identical(readLines(file.path(dir, "tfruns.d", "properties", "global_step")), "20")
+  }
+  expect_length(shown, 1L)                                          # compare_runs(): the two latest
+  expect_gt(file.size(comparison_page(shown)), 10000)
+})
