@@ -42,6 +42,12 @@ done
 if [ "$missing_extra" = 0 ] && .venv/bin/python -c 'import tpuestimator, tensorflow' 2>/dev/null; then
   exit 0
 fi
+# A .venv that is a link (a second checkout, such as a git worktree, sharing the first one's venv):
+# `pip install -e .` here would re-point the shared editable install, and every other checkout
+# using that venv, at this checkout. Refuse instead of installing.
+if [ -L .venv ]; then
+  fail ".venv is a link to $(readlink -f .venv), a virtualenv shared with another checkout, and it lacks what this set-up needs (extras: ${wanted[*]}). Installing here would re-point that checkout's editable install at this one. Run the set-up in the checkout that owns it, or give this checkout a venv of its own: rm .venv && bash scripts/setup_python.sh ${extras[*]:-}"
+fi
 all=$(printf '%s\n' "${installed[@]}" "${wanted[@]}" | grep -v '^$' | sort -u | tr '\n' ' ')
 all_extras=$(echo $all | tr ' ' ',')
 [ -x .venv/bin/python ] || "$PY" -m venv .venv || fail "'$PY -m venv .venv' failed: install python3-venv (scripts/setup_system.sh python)"

@@ -74,6 +74,28 @@ def test_r_extra_without_r_stops_before_pip_and_names_the_fix(tmp_path):
     assert not (root / ".venv").exists(), "nothing may be installed before the check"
 
 
+def test_a_venv_shared_through_a_link_is_never_reinstalled_from_here(tmp_path):
+    """A second checkout (a git worktree) whose .venv links to the first one's: when the set-up's
+    quick check fails there, `pip install -e .` would re-point the first checkout's editable
+    install at this one. The script refuses, naming the link's target and the fix, and runs
+    nothing in that venv beyond the check."""
+    root = _scratch_checkout(tmp_path)
+    shared = tmp_path / "first" / ".venv"
+    (shared / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls.log"
+    stub = shared / "bin" / "python"   # every call logged; the import check fails
+    stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\nexit 1\n")
+    stub.chmod(0o755)
+    (root / ".venv").symlink_to(shared)
+    proc = subprocess.run(["bash", "scripts/setup_python.sh", "dev"], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert str(shared.resolve()) in proc.stderr and "shared with another checkout" in proc.stderr
+    assert "rm .venv && bash scripts/setup_python.sh dev" in proc.stderr
+    ran = calls.read_text().splitlines() if calls.exists() else []
+    assert all(line.startswith("-c import tpuestimator") for line in ran), ran   # at most the check, never pip
+
+
 def test_wrong_python_is_refused_with_the_fix(tmp_path):
     root = _scratch_checkout(tmp_path)
     fake = tmp_path / "python3.9"
