@@ -201,18 +201,38 @@ def _lines_of(lines: list, name: str) -> list[str]:
 @pytest.mark.slow
 def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, caplog, capsys):
     """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
-    chief's checkpoint into the chief's run record."""
+    chief's checkpoint into the chief's run record.
+
+    And the race of issue 19: worker 1 removed "a killed run's leftovers" from the shared model
+    dir, among them the chief's config.yaml temp file in the middle of its atomic write, and the
+    chief died renaming it. Here each task's `tpuestimator train` is held_config_write.py, whose
+    chief holds that write open until worker 1's job has started; only the chief (the model
+    dir's owner) clears leftovers. (A cluster of its own for this cost two TensorFlow starts.)"""
+    from tpuestimator.cluster.local_cluster import LocalCluster
     from tpuestimator.jobs.job import run_job
     from tpuestimator.runs import ls_runs
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir, runs_dir = tmp_path / "model", tmp_path / "runs"
+    model_dir.mkdir()
+    (model_dir / ".ckpt-9.k2j4x9ab.tmp").write_text("left by a killed run")  # still cleared, by the chief
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
+    command = [sys.executable, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train", config,
+               "--set", "run.strategy=multi_worker", *_same_batches(), "--set", "export.enabled=true",
+               "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)]
     lines: list = []
-    result = run_local_cluster(
-        config, workers=2, evaluator=True, env=_env(tmp_path), on_line=lambda task, line: lines.append((task.name, line)),
-        train_args=["--set", "run.strategy=multi_worker", *_same_batches(), "--set", "export.enabled=true",
-                    "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)])
-    assert result.returncode == 0, lines[-40:]
+    cluster = LocalCluster(ClusterShape(workers=2, evaluator=True), command, env=env,
+                           on_line=lambda task, line: lines.append((task.name, line))).start()
+    try:
+        result = cluster.wait()
+    finally:
+        cluster.stop()
+    assert result.returncode == 0, (result.failed_task, result.last_lines, lines[-40:])
+    # the chief alone removed the leftover, and its held config.yaml write completed
+    removed = [(name, line) for name, line in lines if "left by a run that was killed" in line]
+    assert [name for name, _ in removed] == ["worker 0"], removed
+    assert yaml.safe_load((model_dir / "config.yaml").read_text())["train"]["max_steps"] == 40
     # both workers finish at the same global step, and evaluate each example exactly once
     for name in ("worker 0", "worker 1"):
         own = _lines_of(lines, name)
@@ -266,8 +286,11 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
 def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_dir, tmp_path):
     """Worker 1 is SIGKILLed right after the chief's first checkpoint; with one restart the
     whole cluster starts again, every worker restores the chief's checkpoint and training
-    completes. The config keeps `run.strategy: auto`: TF_CONFIG alone makes it multi-worker."""
+    completes. The config keeps `run.strategy: auto`: TF_CONFIG alone makes it multi-worker.
+    100 steps: worker 1 dies at the first checkpoint (20) with most of the training ahead (the
+    two workers step together, so worker 0 waits for it), as with the 300 steps this took before."""
     config = str(fixtures_dir / "parity" / "parity.yaml")
+    max_steps = 100
     model_dir = tmp_path / "model"
     clusters, lines, killed = [], [], []
 
@@ -281,20 +304,20 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     result = run_local_cluster(
         config, workers=2, restarts=1, env=_env(tmp_path), on_line=on_line,
         on_start=lambda cluster, attempt: clusters.append(cluster),
-        train_args=["--set", "train.max_steps=300",
+        train_args=["--set", f"train.max_steps={max_steps}",
                     "--set", "train.save_checkpoints_steps=20", "--model-dir", str(model_dir),
                     "--runs-dir", str(tmp_path / "runs")])
     assert result.returncode == 0 and result.restarts == 1, [x for x in lines if x[0] == len(clusters) - 1][-30:]
     assert killed and len(clusters) == 2
     first_ckpt = int(killed[0].rsplit("-", 1)[1])
-    assert 0 < first_ckpt < 300
+    assert 0 < first_ckpt < max_steps
     assert clusters[0].tasks[1].process.returncode == -signal.SIGKILL
     second = [(name, line) for attempt, name, line in lines if attempt == 1]
     for name in ("worker 0", "worker 1"):
         restored = [line for n, line in second if n == name and line.startswith("restored ")]
         assert restored and int(restored[0].rsplit(" ", 1)[1]) >= first_ckpt, restored
-        assert "trained to global step 300" in [line for n, line in second if n == name]
-    assert "ckpt-300.index" in os.listdir(model_dir)
+        assert f"trained to global step {max_steps}" in [line for n, line in second if n == name]
+    assert f"ckpt-{max_steps}.index" in os.listdir(model_dir)
     from tpuestimator.runs import run_info
 
     final_run = result.chief_summary()["run_dir"]
@@ -313,37 +336,6 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     assert int(properties["resumed_from_step"]) >= first_ckpt
     assert not [f for f in os.listdir(model_dir) if f.startswith(".")]
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
-
-
-@pytest.mark.slow
-def test_a_worker_never_touches_the_model_dir_while_the_chief_writes_it(fixtures_dir, tmp_path):
-    """The race of issue 19: worker 1 removed "a killed run's leftovers" from the shared model
-    dir, among them the chief's config.yaml temp file in the middle of its atomic write, and
-    the chief died renaming it. Here the chief's write is held open until worker 1's job has
-    started (held_config_write.py); only the chief (the model dir's owner) clears leftovers."""
-    from tpuestimator.cluster.local_cluster import LocalCluster
-
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / ".ckpt-9.k2j4x9ab.tmp").write_text("left by a killed run")  # still cleared, by the chief
-    env = _env(tmp_path)
-    env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
-    command = [sys.executable, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train",
-               str(fixtures_dir / "parity" / "parity.yaml"), "--set", "run.strategy=multi_worker",
-               "--set", "train.max_steps=10", "--model-dir", str(model_dir), "--runs-dir", str(tmp_path / "runs")]
-    lines: list = []
-    cluster = LocalCluster(ClusterShape(workers=2), command, env=env,
-                           on_line=lambda task, line: lines.append((task.name, line))).start()
-    try:
-        result = cluster.wait()
-    finally:
-        cluster.stop()
-    assert result.returncode == 0, (result.failed_task, result.last_lines)
-    assert "trained to global step 10" in _lines_of(lines, "worker 1")
-    assert sorted(f for f in os.listdir(model_dir) if f.startswith(".")) == []
-    removed = [(name, line) for name, line in lines if "left by a run that was killed" in line]
-    assert [name for name, _ in removed] == ["worker 0"], removed
-    assert yaml.safe_load((model_dir / "config.yaml").read_text())["train"]["max_steps"] == 10
 
 
 def test_cluster_command_reports_the_failed_task_and_exits_with_its_code(fixtures_dir, tmp_path):

@@ -85,14 +85,17 @@ def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any
 def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixtures_dir, python_env):
     """Issue 19.6: SIGTERM stops `tpuestimator tune` at a checkpoint of the current
     combination (recorded interrupted, exit 143); the same command then trains only the
-    combinations not finished, the interrupted one resumed from its checkpoint."""
+    combinations not finished, the interrupted one resumed from its checkpoint. 800 steps a
+    combination (2000 before): the signal comes at the second one's first checkpoint (step 100),
+    with 700 steps still ahead of it."""
     import signal
     import subprocess
     import sys
 
     runs_dir = tmp_path / "runs"
+    max_steps = 800
     command = [sys.executable, "-m", "tpuestimator", "tune", str(fixtures_dir / "parity" / "parity.yaml"),
-               "--grid", "params.learning_rate=0.01,0.03,0.1", "--set", "train.max_steps=2000",
+               "--grid", "params.learning_rate=0.01,0.03,0.1", "--set", f"train.max_steps={max_steps}",
                "--set", "train.iterations_per_loop=20", "--set", "train.save_checkpoints_steps=100",
                "--runs-dir", str(runs_dir), "--no-export"]
     first = subprocess.Popen(command, env=python_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -108,7 +111,7 @@ def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixture
     rows = {r["flag_learning_rate"]: r for r in ls_runs(runs_dir)}
     assert rows[0.01]["status"] == "completed" and rows[0.03]["status"] == "interrupted", rows
     interrupted_step = int(rows[0.03]["global_step"])
-    assert 0 < interrupted_step < 2000
+    assert 0 < interrupted_step < max_steps
 
     again = subprocess.run(command, env=python_env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -118,7 +121,7 @@ def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixture
     assert len(runs) == 4   # 1 completed, 1 interrupted, its continuation, the third
     assert len({r["tuning_run"] for r in runs}) == 1
     done = {r["flag_learning_rate"]: r for r in runs if r["status"] == "completed"}
-    assert sorted(done) == [0.01, 0.03, 0.1] and all(int(r["global_step"]) == 2000 for r in done.values())
+    assert sorted(done) == [0.01, 0.03, 0.1] and all(int(r["global_step"]) == max_steps for r in done.values())
     assert int(done[0.03]["resumed_from_step"]) >= interrupted_step
     assert not [p for p in (runs_dir / ".models").iterdir() if p.name.startswith("tuning-")]   # state removed
 
