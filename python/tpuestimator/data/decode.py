@@ -17,6 +17,7 @@ import tensorflow as tf
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
 from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
+from tpuestimator.data.epochs import plain
 from tpuestimator.errors import DataError
 from tpuestimator.models.table_preprocessing import preprocessor_for
 
@@ -196,20 +197,20 @@ class BatchDecoder:
         if not batched:
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         if self.encoded:  # JPEG/PNG: parse per batch, decode (and augment) each image in parallel
-            ds = ds.map(self.parse, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+            ds = ds.map(plain(self.parse), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
             if self.image_augment is not None:
                 ds = ds.enumerate(start=first_batch * batch_size).map(
-                    lambda i, record: self.decode_one(record, position_seed(seed, i)),
+                    plain(lambda i, record: self.decode_one(record, position_seed(seed, i))),
                     num_parallel_calls=tf.data.AUTOTUNE)
             else:
-                ds = ds.map(self.decode_one, num_parallel_calls=tf.data.AUTOTUNE)
+                ds = ds.map(plain(self.decode_one), num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
             parse = None
         else:
             parse = self.parse
         if augment is None:
-            return ds.map(lambda s: finish(parse(s) if parse else s), num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.enumerate(start=first_batch).map(lambda i, s: finish(parse(s) if parse else s, i),
+            return ds.map(plain(lambda s: finish(parse(s) if parse else s)), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.enumerate(start=first_batch).map(plain(lambda i, s: finish(parse(s) if parse else s, i)),
                                                    num_parallel_calls=tf.data.AUTOTUNE)
 
 

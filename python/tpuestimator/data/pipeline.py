@@ -34,6 +34,7 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 )
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
+from tpuestimator.data.epochs import plain
 from tpuestimator.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -172,10 +173,10 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
 
     def chunks(names):  # the record chunks of these files, read in their order
         if any("://" in f for f in files):  # remote storage: parallel reads hide the latency
-            ds = names.interleave(read, cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+            ds = names.interleave(plain(read), cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
                                   deterministic=bool(spec.deterministic))
         else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
-            ds = names.interleave(read, cycle_length=cycle, block_length=1)
+            ds = names.interleave(plain(read), cycle_length=cycle, block_length=1)
         if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
             # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
             ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
@@ -213,17 +214,17 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                                              skip_records=skip_batches * batch_size)
             if image_aug is not None:
                 ds = ds.enumerate(start=skip_batches * batch_size).map(
-                    lambda i, element: ({**element[0],
-                                         "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
-                                        element[1]),
+                    plain(lambda i, element: ({**element[0],
+                                               "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
+                                              element[1])),
                     num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=train)
             if batch_aug is not None:
                 ds = ds.enumerate(start=skip_batches).map(
-                    lambda i, element: static(*batch_aug(*element, position_seed(seed, i))),
+                    plain(lambda i, element: static(*batch_aug(*element, position_seed(seed, i)))),
                     num_parallel_calls=tf.data.AUTOTUNE)
             elif static is not None:
-                ds = ds.map(static, num_parallel_calls=tf.data.AUTOTUNE)
+                ds = ds.map(plain(static), num_parallel_calls=tf.data.AUTOTUNE)
         else:
             window = epochs.window_size(shuffle_buffer, batch_size)
             if batch_aug is None and not decoder.encoded:
@@ -247,7 +248,7 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                     decoded = epochs.cut_batches(decoded, batch_size)
                     if all(s.shape.is_fully_defined() for s in tf.nest.flatten(decoded.element_spec)):
                         return decoded  # the cut gives static batch shapes already (a table, raw images)
-                    return decoded.map(static, num_parallel_calls=tf.data.AUTOTUNE)
+                    return decoded.map(plain(static), num_parallel_calls=tf.data.AUTOTUNE)
             if train:  # batches of serialized records, positioned without parsing or decoding
                 ds = epochs.shuffled_batches(read_epoch, window=window, batch_size=batch_size,
                                              seed=None if unseeded else seed, skip_batches=skip_batches)
@@ -276,11 +277,11 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
         if wire != batch_size:
             ds = ds.rebatch(batch_size, drop_remainder=train)
             if train:
-                ds = ds.map(_static_batch(batch_size))
+                ds = ds.map(plain(_static_batch(batch_size)))
     else:
         ds = batched(ds, batch_size)
     if spec.transpose_input:
-        ds = ds.map(_transpose, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(plain(_transpose), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
 
