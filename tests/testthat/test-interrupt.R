@@ -63,9 +63,11 @@ interrupt_cases <- function() {
     case_train_lines("plain", "train.max_steps = 1000L, train.iterations_per_loop = 5L, hooks = calls_r"),
     "handler <- reticulate::py_eval(\"__import__('rpytools.signals').signals._callback.__name__\")",
     "writeLines(c(.Internal(interruptsSuspended()), handler), file.path('plain', 'after'))",
-    # progress: a long progress callback that this process's Ctrl-C lands in
+    # progress: a long progress callback that this process's Ctrl-C lands in: 30 s of R
+    # computation (R takes a Ctrl-C in a loop only where interrupts are allowed; Sys.sleep()
+    # would be cut short even while they are held)
     "progress <- function(event, info) if (event == 'loop' && info$step >= 10) {",
-    "  writeLines('sleeping', 'in-callback'); for (i in 1:300) Sys.sleep(0.1)",
+    "  writeLines('computing', 'in-callback'); done <- Sys.time() + 30; while (Sys.time() < done) i <- 0",
     "  writeLines('slept', 'not-interrupted')",
     "}",
     case_train_lines("progress", "train.max_steps = 1000L, train.iterations_per_loop = 5L, progress = progress")
@@ -176,8 +178,8 @@ test_that("a Ctrl-C from outside while a long R progress callback runs cuts the 
   skip_if_no_fixtures()
   # docs/training.md "Signals": R's interrupts are held while the job runs, and an R callback
   # allows them again inside its own handler, so a long one is still cut short. The progress
-  # callback says it has started, then sleeps 30 s in small steps; this process sends the
-  # child's R SIGINT while it sleeps. Held there, the Ctrl-C would wait for the 30 s to end.
+  # callback says it has started, then computes in R for 30 s; this process sends the child's
+  # R SIGINT meanwhile. Held there, the Ctrl-C would wait for the 30 s to end.
   # (What tpu_train() signals in R then is not asserted here: today an error
   # "KeyboardInterrupt: Ctrl-C in R (while an R callback ran)", not R's interrupt condition.)
   log <- local_interrupt_case("progress")
