@@ -24,8 +24,8 @@ case_train_lines <- function(case, args) {
     "setwd('..')")
 }
 
-# The folder of the child session, once it has run every case (or its time ran out).
-interrupt_cases <- function() {
+# The folder of the child session, once it has run every case on `config` (or its time ran out).
+interrupt_cases <- function(config) {
   if (!is.null(interrupt_session$dir)) return(interrupt_session$dir)
   dir <- tempfile("interrupt-cases-")
   dir.create(dir)
@@ -33,7 +33,7 @@ interrupt_cases <- function() {
   writeLines(c(
     "library(tpuestimatorr)",
     "writeLines(as.character(Sys.getpid()), 'pid')",
-    sprintf("cfg <- '%s'", fixture_path("parity", "parity.yaml")),
+    sprintf("cfg <- '%s'", config),
     # random: trains until this process's Ctrl-C lands, wherever the job is then
     case_train_lines("random", paste("train.max_steps = 1000000L, train.iterations_per_loop = 5L,",
                                      "train.save_checkpoints_steps = 100L")),
@@ -92,8 +92,8 @@ interrupt_cases <- function() {
 }
 
 # Works in the folder of the child session's `case`; returns the session's log.
-local_interrupt_case <- function(case, env = parent.frame()) {
-  dir <- interrupt_cases()
+local_interrupt_case <- function(case, config, env = parent.frame()) {
+  dir <- interrupt_cases(config)
   log <- paste(readLines(file.path(dir, "child.log")), collapse = "\n")
   expect_true(dir.exists(file.path(dir, case)), info = log)
   withr::local_dir(file.path(dir, case), .local_envir = env)
@@ -111,7 +111,7 @@ expect_run_interrupted <- function(log) {
 test_that("Ctrl-C in R during tpu_train() records an interrupted run that a rerun resumes", {
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
-  log <- local_interrupt_case("random")
+  log <- local_interrupt_case("random", fixture_path("parity", "parity.yaml"))
   expect_true(file.exists(file.path("m", "checkpoint")), info = log)
   expect_identical(readLines("outcome"), "interrupt", info = log)
 
@@ -164,7 +164,7 @@ test_that("tpu_evaluate() refused by a training's lock names the training's pid,
 test_that("a Ctrl-C that lands while an R callback runs records the run interrupted, not failed", {
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
-  log <- local_interrupt_case("hook")
+  log <- local_interrupt_case("hook", fixture_path("parity", "parity.yaml"))
   expect_identical(readLines(file.path("..", "status")), "0", info = log)
   expect_identical(readLines("outcome"), "interrupt", info = log)
   # R's interrupts are held while Python runs and allowed again inside the callback: the sleep
@@ -182,7 +182,7 @@ test_that("a Ctrl-C from outside while a long R progress callback runs cuts the 
   # R SIGINT meanwhile. Held there, the Ctrl-C would wait for the 30 s to end.
   # (What tpu_train() signals in R then is not asserted here: today an error
   # "KeyboardInterrupt: Ctrl-C in R (while an R callback ran)", not R's interrupt condition.)
-  log <- local_interrupt_case("progress")
+  log <- local_interrupt_case("progress", fixture_path("parity", "parity.yaml"))
   expect_true(file.exists("in-callback"), info = log)
   expect_true(file.exists("outcome"), info = log)
   expect_false(file.exists("not-interrupted"), info = log)
@@ -196,7 +196,7 @@ test_that("a Ctrl-C that R code outside the package's callbacks would take still
   # Before the bridge held R's interrupts, R took the Ctrl-C inside reticulate's call machinery
   # and Python got "RuntimeError: (Unknown exception occurred)": the run was recorded "failed"
   # (or, at other moments, never ended at all).
-  log <- local_interrupt_case("plain")
+  log <- local_interrupt_case("plain", fixture_path("parity", "parity.yaml"))
   expect_identical(readLines(file.path("..", "status")), "0", info = log)
   expect_true(file.exists("computed"), info = log)  # R did not take the Ctrl-C there
   expect_identical(readLines("outcome"), "interrupt", info = log)

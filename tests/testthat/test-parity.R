@@ -7,7 +7,7 @@
 # train_table() on tables/cars.csv.
 parity_python <- new.env()
 
-python_parity_results <- function(python) {
+python_parity_results <- function(python, config, csv) {
   if (!is.null(parity_python$results)) return(parity_python$results)
   out_dir <- tempfile("parity-python-")
   dir.create(out_dir)
@@ -28,9 +28,8 @@ python_parity_results <- function(python) {
     sep = "\n"
   )
   env <- c(TF_CPP_MIN_LOG_LEVEL = "2")
-  out <- withr::with_envvar(env, system2(python, c("-c", shQuote(script), shQuote(fixture_path("parity", "parity.yaml")),
-                                                   shQuote(fixture_path("tables", "cars.csv")), shQuote(out_dir)),
-                                         stdout = TRUE, stderr = TRUE))
+  args <- c("-c", shQuote(script), shQuote(config), shQuote(csv), shQuote(out_dir))
+  out <- withr::with_envvar(env, system2(python, args, stdout = TRUE, stderr = TRUE))
   status <- attr(out, "status")
   line <- grep("^RESULT ", out, value = TRUE)
   if (!is.null(status) && status != 0 || !length(line)) {
@@ -46,7 +45,7 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   config <- fixture_path("parity", "parity.yaml")
-  py <- python_parity_results(python)$job
+  py <- python_parity_results(python, config, fixture_path("tables", "cars.csv"))$job
   # the Python run folder beside the R one, in this test's runs/
   dir.create(file.path(work, "runs"))
   file.copy(py$run_dir, file.path(work, "runs"), recursive = TRUE)
@@ -84,7 +83,7 @@ test_that("R and Python give the same final eval loss on the same table and conf
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   csv <- fixture_path("tables", "cars.csv")
-  py <- python_parity_results(python)$table
+  py <- python_parity_results(python, fixture_path("parity", "parity.yaml"), csv)$table
   r <- quietly(tpu_train(utils::read.csv(csv), label = "mpg", model = "wide_and_deep", missing = "mean",
                          train.batch_size = 8L, train.max_steps = 60L, train.iterations_per_loop = 20L,
                          train.save_checkpoints_steps = 60L, eval.batch_size = 8L, export.enabled = FALSE,
