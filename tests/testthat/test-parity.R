@@ -1,24 +1,42 @@
 # The same config and data (tests/fixtures/parity) give the same final eval loss from R as from
 # Python; runs made by both show up in tpu_ls_runs() alike.
 
-python_run_job <- function(python, config, model_dir, runs_dir) {
+# Both Python trainings of this file run in ONE Python process (one TensorFlow start-up, about
+# 7 CPU s, instead of two), once per test session on first use, into a session folder:
+# `job` is run_job() on the parity fixture (its run recorded in <folder>/runs), `table` is
+# train_table() on tables/cars.csv.
+parity_python <- new.env()
+
+python_parity_results <- function(python, config, csv) {
+  if (!is.null(parity_python$results)) return(parity_python$results)
+  out_dir <- tempfile("parity-python-")
+  dir.create(out_dir)
   script <- paste(
-    "import json, sys",
+    "import json, os, sys",
     "from tpuestimator.jobs.job import run_job",
-    "r = run_job(sys.argv[1], model_dir=sys.argv[2], runs_dir=sys.argv[3])",
-    "out = {'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}",
-    "print('RESULT ' + json.dumps(out))",
+    "from tpuestimator.tables import train_table",
+    "config, csv, out = sys.argv[1:4]",
+    "os.chdir(out)",
+    "r = run_job(config, model_dir=os.path.join(out, 'models', 'py'), runs_dir=os.path.join(out, 'runs'))",
+    "job = {'loss': float(r.metrics['loss']), 'run_dir': str(r.run_dir), 'step': int(r.global_step)}",
+    "cfg = {'train': {'batch_size': 8, 'max_steps': 60, 'iterations_per_loop': 20, 'save_checkpoints_steps': 60},",
+    "       'eval': {'batch_size': 8}, 'export': {'enabled': False}}",
+    "t = train_table(csv, label='mpg', model='wide_and_deep', missing='mean', out_dir=os.path.join(out, 'py'),",
+    "                config=cfg)",
+    "table = {'loss': float(t.metrics['loss']), 'rmse': float(t.metrics['rmse'])}",
+    "print('RESULT ' + json.dumps({'job': job, 'table': table}))",
     sep = "\n"
   )
   env <- c(TF_CPP_MIN_LOG_LEVEL = "2")
-  out <- withr::with_envvar(env, system2(python, c("-c", shQuote(script), shQuote(config), shQuote(model_dir),
-                                                   shQuote(runs_dir)), stdout = TRUE, stderr = TRUE))
+  args <- c("-c", shQuote(script), shQuote(config), shQuote(csv), shQuote(out_dir))
+  out <- withr::with_envvar(env, system2(python, args, stdout = TRUE, stderr = TRUE))
   status <- attr(out, "status")
   line <- grep("^RESULT ", out, value = TRUE)
   if (!is.null(status) && status != 0 || !length(line)) {
-    stop("Python run_job failed:\n", paste(utils::tail(out, 30), collapse = "\n"))
+    stop("Python run_job/train_table failed:\n", paste(utils::tail(out, 30), collapse = "\n"))
   }
-  jsonlite::fromJSON(sub("^RESULT ", "", line[[length(line)]]))
+  parity_python$results <- jsonlite::fromJSON(sub("^RESULT ", "", line[[length(line)]]))
+  parity_python$results
 }
 
 test_that("R and Python give the same final eval loss on the parity fixture", {
@@ -27,7 +45,11 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   config <- fixture_path("parity", "parity.yaml")
-  py <- python_run_job(python, config, file.path(work, "models", "py"), file.path(work, "runs"))
+  py <- python_parity_results(python, config, fixture_path("tables", "cars.csv"))$job
+  # the Python run folder beside the R one, in this test's runs/
+  dir.create(file.path(work, "runs"))
+  file.copy(py$run_dir, file.path(work, "runs"), recursive = TRUE)
+  py$run_dir <- file.path(work, "runs", basename(py$run_dir))
   r <- quietly(tpu_train(config, model_dir = file.path(work, "models", "r"), runs_dir = file.path(work, "runs"),
                          verbose = FALSE))
   expect_identical(r$global_step, as.integer(py$step))
@@ -61,22 +83,7 @@ test_that("R and Python give the same final eval loss on the same table and conf
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   csv <- fixture_path("tables", "cars.csv")
-  script <- paste(
-    "import json, sys",
-    "from tpuestimator.tables import train_table",
-    "cfg = {'train': {'batch_size': 8, 'max_steps': 60, 'iterations_per_loop': 20, 'save_checkpoints_steps': 60},",
-    "       'eval': {'batch_size': 8}, 'export': {'enabled': False}}",
-    "r = train_table(sys.argv[1], label='mpg', model='wide_and_deep', missing='mean', out_dir=sys.argv[2],",
-    "                config=cfg)",
-    "print('RESULT ' + json.dumps({'loss': float(r.metrics['loss']), 'rmse': float(r.metrics['rmse'])}))",
-    sep = "\n"
-  )
-  out <- withr::with_envvar(c(TF_CPP_MIN_LOG_LEVEL = "2"),
-                            system2(python, c("-c", shQuote(script), shQuote(csv), shQuote(file.path(work, "py"))),
-                                    stdout = TRUE, stderr = TRUE))
-  line <- grep("^RESULT ", out, value = TRUE)
-  if (!length(line)) stop("Python train_table failed:\n", paste(utils::tail(out, 30), collapse = "\n"))
-  py <- jsonlite::fromJSON(sub("^RESULT ", "", line[[length(line)]]))
+  py <- python_parity_results(python, fixture_path("parity", "parity.yaml"), csv)$table
   r <- quietly(tpu_train(utils::read.csv(csv), label = "mpg", model = "wide_and_deep", missing = "mean",
                          train.batch_size = 8L, train.max_steps = 60L, train.iterations_per_loop = 20L,
                          train.save_checkpoints_steps = 60L, eval.batch_size = 8L, export.enabled = FALSE,

@@ -6,6 +6,17 @@ local_tfruns_stub <- function(env = parent.frame()) {
   if (requireNamespace("tfruns", quietly = TRUE) && !isTRUE(attr(asNamespace("tfruns"), "stub"))) {
     skip("the real tfruns is installed; the stand-in is not needed")
   }
+  lib <- tfruns_stub_lib()
+  withr::local_libpaths(lib, action = "prefix", .local_envir = env)
+  withr::defer(try(unloadNamespace("tfruns"), silent = TRUE), envir = env)
+  loadNamespace("tfruns")
+}
+
+# The stand-in's library, installed once per test session (an R CMD INSTALL is about 2 CPU s).
+tfruns_stub <- new.env()
+
+tfruns_stub_lib <- function() {
+  if (!is.null(tfruns_stub$lib)) return(tfruns_stub$lib)
   src <- file.path(tempfile("tfruns-src-"), "tfruns")
   dir.create(file.path(src, "R"), recursive = TRUE)
   writeLines(c("Package: tfruns", "Version: 0.0.0.9000", "Title: Stand-in for tests",
@@ -39,9 +50,8 @@ local_tfruns_stub <- function(env = parent.frame()) {
   if (!file.exists(file.path(lib, "tfruns", "DESCRIPTION"))) {
     stop("could not install the tfruns stand-in:\n", paste(out, collapse = "\n"))
   }
-  withr::local_libpaths(lib, action = "prefix", .local_envir = env)
-  withr::defer(try(unloadNamespace("tfruns"), silent = TRUE), envir = env)
-  loadNamespace("tfruns")
+  tfruns_stub$lib <- lib
+  lib
 }
 
 # tfruns's active run under `work` on the stand-in; it ends before the stand-in is unloaded

@@ -174,10 +174,10 @@ test_that("the tfestimators-style API: tpu_estimator(), train(), evaluate(), pre
                        params = list(learning_rate = 0.01))
   expect_s3_class(est, "tpu_estimator")
   expect_equal(est$config$params$learning_rate, 0.01)
-  run <- quietly(train(est, max_steps = 100L, verbose = FALSE))
-  expect_identical(run$global_step, 100L)
-  run2 <- quietly(train(est, steps = 100L, verbose = FALSE))  # continues from the checkpoint
-  expect_identical(run2$global_step, 200L)
+  run <- quietly(train(est, max_steps = 10L, verbose = FALSE))
+  expect_identical(run$global_step, 10L)
+  run2 <- quietly(train(est, steps = 10L, verbose = FALSE))  # continues from the checkpoint
+  expect_identical(run2$global_step, 20L)
   m <- quietly(evaluate(est))
   expect_true(all(c("loss", "accuracy") %in% names(m)))
   p <- quietly(predict(est, array(runif(2 * 64), c(2, 8, 8, 1))))
