@@ -77,6 +77,7 @@ with_python <- function(expr) {
                         "tpuestimator_python_missing"))) {
         stop(e)
       }
+      if (is_python_keyboard_interrupt(e)) r_interrupt()
       cb <- .globals$callback_error
       if (!is.null(cb)) stop(callback_condition(cb, e))
       cond <- python_condition(e)
@@ -84,6 +85,22 @@ with_python <- function(expr) {
       stop(cond)
     }
   )
+}
+
+# Whether `e` is Python's KeyboardInterrupt leaving the job: a Ctrl-C that R took inside an R
+# callback (the bridge raised it in Python, so R has no interrupt pending any more) reaches
+# reticulate as an exception, which it would turn into an R error.
+is_python_keyboard_interrupt <- function(e) {
+  last <- tryCatch(reticulate::py_last_error(), error = function(err) NULL)
+  !is.null(last) && identical(last$type, "KeyboardInterrupt") &&
+    grepl("KeyboardInterrupt", conditionMessage(e), fixed = TRUE)
+}
+
+# R's own interrupt condition, as a Ctrl-C in R code signals it: an `interrupt` handler runs;
+# without one, R returns to the top level.
+r_interrupt <- function() {
+  signalCondition(structure(class = c("interrupt", "condition"), list(message = "", call = NULL)))
+  invokeRestart("abort")
 }
 
 # The R condition for an error of an R callback (model function, hook, progress).

@@ -179,12 +179,12 @@ test_that("a Ctrl-C from outside while a long R progress callback runs cuts the 
   # docs/training.md "Signals": R's interrupts are held while the job runs, and an R callback
   # allows them again inside its own handler, so a long one is still cut short. The progress
   # callback says it has started, then computes in R for 30 s; this process sends the child's
-  # R SIGINT meanwhile. Held there, the Ctrl-C would wait for the 30 s to end.
-  # (What tpu_train() signals in R then is not asserted here: today an error
-  # "KeyboardInterrupt: Ctrl-C in R (while an R callback ran)", not R's interrupt condition.)
+  # R SIGINT meanwhile. Held there, the Ctrl-C would wait for the 30 s to end. tpu_train() then
+  # signals R's interrupt condition (it once signalled an error "KeyboardInterrupt: Ctrl-C in R
+  # (while an R callback ran)": R had taken the Ctrl-C inside the callback).
   log <- local_interrupt_case("progress", fixture_path("parity", "parity.yaml"))
   expect_true(file.exists("in-callback"), info = log)
-  expect_true(file.exists("outcome"), info = log)
+  expect_identical(readLines("outcome"), "interrupt", info = log)
   expect_false(file.exists("not-interrupted"), info = log)
   expect_run_interrupted(log)
   expect_lt(tpu_ls_runs("runs")$global_step, 1000L)
