@@ -76,6 +76,38 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
          "--set run.strategy=parameter_server --model-dir models/job-ps",
          "the two lines are alternatives: the second trains into a folder of its own"),
     ],
+    "scaling-out.md:by_hand": [
+        ("127.0.0.1:2222", "127.0.0.1:'$PORT_CHIEF'", "free ports, not 2222-2225, which another test or program may hold"),
+        ("127.0.0.1:2223", "127.0.0.1:'$PORT_WORKER0'", "a free port"),
+        ("127.0.0.1:2224", "127.0.0.1:'$PORT_WORKER1'", "a free port"),
+        ("127.0.0.1:2225", "127.0.0.1:'$PORT_PS'", "a free port"),
+        ('0}}"  tpuestimator train job.yaml --set run.strategy=parameter_server',
+         '0}}"  tpuestimator train job.yaml --set run.strategy=parameter_server\n'
+         'for task in $(jobs -p); do wait "$task"; done',
+         "then the shell waits for the three background tasks, which stop by themselves once the chief is done "
+         "(a failed one fails the script)"),
+    ],
+    "data.md:commands": [
+        ("tpuestimator data write table.csv data/ ", "tpuestimator data write table.csv data-table/ ",
+         "the lines are alternatives writing into data/: the second, third and fifth write folders of their own"),
+        ("tpuestimator data write train-images-idx3-ubyte.gz data/ ",
+         "tpuestimator data write train-images-idx3-ubyte.gz data-idx/ ", "a folder of its own"),
+        ("tpuestimator data write photos/ data/ --beam", "tpuestimator data write photos/ data-beam/ --beam",
+         "a folder of its own"),
+        ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
+         "60,000 training images -> the first 600"),
+        ("tpuestimator data serve --dispatcher 5050 --workers 2                  # a local tf.data service: "
+         "data.service=grpc://localhost:5050",
+         "set -m; tpuestimator data serve --dispatcher $PORT --workers 2 > serve.out & SERVER=$!; "
+         "started 'tf.data service at' serve.out; ctrl_c; cat serve.out",
+         "it serves until Ctrl-C, on a free port: started in the background, then sent SIGINT"),
+        ("models/job/debug/nonfinite-step-1200", "models/job/debug/nonfinite-step-*",
+         "the NaN stop of the test's diverging training (learning rate 1e10) is at its own step, not 1200"),
+    ],
+    "getting-started-r.md:install": [
+        ("R CMD build . ", "R CMD build --no-build-vignettes . ",
+         "the vignettes train models when built; tests/testthat and pkgdown's build run them"),
+    ],
     "MIGRATING.md:fashion": [
         ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
          "60,000 training images -> the first 600 (and 100 test images)"),
@@ -353,6 +385,101 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
 
 
 @pytest.mark.slow
+@pytest.mark.real_process
+def test_the_scaling_out_pages_hand_made_parameter_server_cluster_block_runs(job_here):
+    """docs/scaling-out.md, one shell per task by hand: a ps, two workers and the chief (four
+    processes) train models/job to its last step with parameter servers; the three background
+    tasks stop by themselves once the chief is done, and both workers ran steps."""
+    _, block = page_block("scaling-out.md", "CLUSTER=")
+    env = dict(shims(job_here), PORT_CHIEF=str(_free_port()), PORT_WORKER0=str(_free_port()),
+               PORT_WORKER1=str(_free_port()), PORT_PS=str(_free_port()))
+    assert len({env[k] for k in ("PORT_CHIEF", "PORT_WORKER0", "PORT_WORKER1", "PORT_PS")}) == 4
+    proc = run_bash(as_run("scaling-out.md:by_hand", block), job_here, env, timeout=600)
+    model = job_here / "models" / "job"
+    assert (model / f"ckpt-{STEPS}.index").exists(), proc.stderr[-4000:]
+    assert proc.stderr.count("the chief has finished; stopping") == 3, proc.stderr[-4000:]
+    (run,) = [p for p in (job_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    properties = json.loads((run / "tfruns.d" / "properties.json").read_text())
+    by_worker = dict(pair.split(":") for pair in str(properties["ps_steps_by_worker"]).split(","))
+    assert set(by_worker) == {"0", "1"} and all(int(n) > 0 for n in by_worker.values()), properties
+
+
+def _png_folder(root: Path) -> None:
+    """photos/<class>/*.png: three classes of six 8x8 colour images."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog", "owl"):
+        (root / "photos" / name).mkdir(parents=True)
+        for i in range(6):
+            pixels = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+            (root / "photos" / name / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+
+
+def _idx_pair(root: Path, n: int = 12) -> None:
+    """train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz: n 28x28 images, labels 0..9."""
+    import gzip
+    import struct
+
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = (np.arange(n) % 10).astype(np.uint8)
+    (root / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(struct.pack(">IIII", 0x803, n, 28, 28) + images.tobytes()))
+    (root / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(struct.pack(">II", 0x801, n) + labels.tobytes()))
+
+
+@pytest.mark.slow
+@pytest.mark.real_process
+def test_the_data_pages_commands_run_on_small_inputs(job_here):
+    """docs/data.md's commands, each on an input made here: an image folder (3 classes of 6 PNGs)
+    split into 4 training shards and an eval split, a CSV table, an MNIST IDX pair, Fashion-MNIST's
+    first 600 images, the image folder again through Beam's DirectRunner; then inspect, bench,
+    a tf.data service started and stopped, the replay of a NaN stop and a run's HTML report."""
+    from tpuestimator.cli import main
+
+    if not Path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist "
+                    "(scripts/setup_system.sh datasets)")
+    root = job_here
+    _png_folder(root)
+    _idx_pair(root)
+    rows = ["sepal_length,petal_length,species"] + [f"{5 + i / 10},{1 + (i % 3)},{['setosa', 'virginica'][i % 2]}"
+                                                    for i in range(20)]
+    (root / "table.csv").write_text("\n".join(rows) + "\n")
+    # the NaN stop the page's `debug replay` line replays (debugging.md's diverging training)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["train", "job.yaml", "--set", "model=mlp", "--set", "params.optimizer=sgd",
+                     "--set", "params.learning_rate=1e10", "--set", "train.iterations_per_loop=2",
+                     "--set", "train.save_checkpoints_steps=2"]) == 1
+    finally:
+        os.chdir(cwd)
+    _, block = page_block("data.md", "tpuestimator data write photos/ data/")
+    env = dict(shims(root), PORT=str(_free_port()))
+    proc = run_bash(as_run("data.md:commands", block), root, env)
+    out = proc.stdout
+    assert sorted(p.name for p in (root / "data").glob("train-*.tfrecord")) == [
+        f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
+    assert list((root / "data").glob("eval-*.tfrecord")), sorted(p.name for p in (root / "data").iterdir())
+    for folder in ("data", "data-table", "data-idx", "data-beam"):
+        assert (root / folder / "manifest.json").exists(), folder
+    manifests = {folder: json.loads((root / folder / "manifest.json").read_text())
+                 for folder in ("data", "data-table", "data-idx", "data-beam")}
+    for folder in ("data", "data-beam"):                 # 18 images of 3 classes, a fifth held out
+        splits, vocabulary = manifests[folder]["splits"], manifests[folder]["vocabulary"]
+        assert vocabulary == ["cat", "dog", "owl"] and splits["train"]["count"] + splits["eval"]["count"] == 18, splits
+        assert 0 < splits["eval"]["count"] < splits["train"]["count"], splits
+    assert manifests["data-table"]["label"] == "species" and manifests["data-table"]["splits"]["train"]["count"] == 20
+    assert manifests["data-idx"]["format"] == "mnist" and manifests["data-idx"]["splits"]["train"]["count"] == 12
+    assert list((root / "fashion").rglob("*.yaml")) and list((root / "fashion").rglob("*.tfrecord"))
+    assert "records/s" in out, out[-3000:]
+    assert f"tf.data service at grpc://localhost:{env['PORT']} with 2 worker(s)" in out and "tf.data service stopped" in out
+    assert re.search(r"op type: +\w+", out), out[-3000:]
+    assert "<html" in (root / "report.html").read_text()[:2000].lower()
+
+
+@pytest.mark.slow
 def test_the_migrating_pages_fashion_mnist_block_runs(tmp_path):
     """docs/MIGRATING.md: the fashion_mnist example's records, then the ported TF1 mnist_tpu.py
     (run from a clone's root, as on the page) trains, evaluates every test image once and predicts."""
@@ -379,6 +506,9 @@ def test_every_substitution_matches_its_page():
         "scaling-out.md:service": ("scaling-out.md", "tpuestimator data serve --dispatcher", "bash"),
         "scaling-out.md:cluster": ("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml", "bash"),
         "MIGRATING.md:fashion": ("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion", "bash"),
+        "scaling-out.md:by_hand": ("scaling-out.md", "CLUSTER=", "bash"),
+        "data.md:commands": ("data.md", "tpuestimator data write photos/ data/", "bash"),
+        "getting-started-r.md:install": ("getting-started-r.md", "R CMD INSTALL .", "bash"),
     }
     assert set(blocks) <= set(SUBSTITUTIONS)
     for key, (page, first, lang) in blocks.items():
