@@ -2,12 +2,14 @@
 
 Each test reads its block from the page at test time (so an edit to the page is what gets
 tested), applies only the substitutions in SUBSTITUTIONS below (each must still match the page,
-or the test fails instead of quietly running something else), and runs it: shell blocks in one
-`bash` per test, in a scratch folder laid out as the page assumes; Python blocks in process.
+or the test fails instead of quietly running something else), and runs it: shell blocks in a
+scratch folder laid out as the page assumes, their plain `tpuestimator ARGS` lines through the
+CLI's main() in the test process (a child process would import TensorFlow again, ~4-5 CPU s a
+line) and every other line in `bash` (`run_block`); Python blocks in process.
 Outcomes are checked (an export that answers, a run recorded, a bundle that replays, the printed
 lines the page promises), not only exit statuses.
 
-Every `tpuestimator` (and `saved_model_cli`) these scripts call is this checkout's, through a
+Every `tpuestimator` (and `saved_model_cli`) the bash lines call is this checkout's, through a
 two-line shim on PATH (`python -m tpuestimator "$@"` with the test's Python).
 
 One small digits model (20 steps, the getting-started commands) is trained once per module and
