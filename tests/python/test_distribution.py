@@ -149,10 +149,16 @@ def test_r_tarball_install_tpuestimator_then_tpu_train(tmp_path):
     src = _copy_checkout(tmp_path / "src")      # as scripts/r_check.sh builds: no .venv in the tarball
     env = _clean_env(WORKON_HOME=str(tmp_path / "virtualenvs"), R_LIBS=str(tmp_path / "rlib"))
     venv = tmp_path / "virtualenvs" / "r-tpuestimator"
-    _run(["R", "CMD", "build", "--no-build-vignettes", src], cwd=tmp_path, env=env)
-    tarball = next(tmp_path.glob("tpuestimatorr_*.tar.gz"))
+    # docs/getting-started-r.md's install block, as written (R_LIBS points R CMD INSTALL at the
+    # scratch library): from the clone, then the tarball it builds
+    from test_docs_blocks import as_run, page_block
+
     (tmp_path / "rlib").mkdir()
-    _run(["R", "CMD", "INSTALL", "--no-test-load", "-l", tmp_path / "rlib", tarball], cwd=tmp_path, env=env)
+    _, block = page_block("getting-started-r.md", "R CMD INSTALL .")
+    installs = _run(["bash", "-c", "set -euo pipefail\n" + as_run("getting-started-r.md:install", block)], cwd=src, env=env)
+    assert (installs.stdout + installs.stderr).count("DONE (tpuestimatorr)") == 2, installs.stderr[-3000:]
+    assert (src / "tpuestimatorr_0.1.0.tar.gz").is_file()
+    assert (tmp_path / "rlib" / "tpuestimatorr" / "DESCRIPTION").is_file()
 
     # The virtualenv is made here, seeing TensorFlow through _share_packages; install_tpuestimator()
     # finds it and installs into it (reticulate::virtualenv_create, which it calls for a new one,

@@ -2,12 +2,14 @@
 
 Each test reads its block from the page at test time (so an edit to the page is what gets
 tested), applies only the substitutions in SUBSTITUTIONS below (each must still match the page,
-or the test fails instead of quietly running something else), and runs it: shell blocks in one
-`bash` per test, in a scratch folder laid out as the page assumes; Python blocks in process.
+or the test fails instead of quietly running something else), and runs it: shell blocks in a
+scratch folder laid out as the page assumes, their plain `tpuestimator ARGS` lines through the
+CLI's main() in the test process (a child process would import TensorFlow again, ~4-5 CPU s a
+line) and every other line in `bash` (`run_block`); Python blocks in process.
 Outcomes are checked (an export that answers, a run recorded, a bundle that replays, the printed
 lines the page promises), not only exit statuses.
 
-Every `tpuestimator` (and `saved_model_cli`) these scripts call is this checkout's, through a
+Every `tpuestimator` (and `saved_model_cli`) the bash lines call is this checkout's, through a
 two-line shim on PATH (`python -m tpuestimator "$@"` with the test's Python).
 
 One small digits model (20 steps, the getting-started commands) is trained once per module and
@@ -76,6 +78,38 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
          "--set run.strategy=parameter_server --model-dir models/job-ps",
          "the two lines are alternatives: the second trains into a folder of its own"),
     ],
+    "scaling-out.md:by_hand": [
+        ("127.0.0.1:2222", "127.0.0.1:'$PORT_CHIEF'", "free ports, not 2222-2225, which another test or program may hold"),
+        ("127.0.0.1:2223", "127.0.0.1:'$PORT_WORKER0'", "a free port"),
+        ("127.0.0.1:2224", "127.0.0.1:'$PORT_WORKER1'", "a free port"),
+        ("127.0.0.1:2225", "127.0.0.1:'$PORT_PS'", "a free port"),
+        ('0}}"  tpuestimator train job.yaml --set run.strategy=parameter_server',
+         '0}}"  tpuestimator train job.yaml --set run.strategy=parameter_server\n'
+         'for task in $(jobs -p); do wait "$task"; done',
+         "then the shell waits for the three background tasks, which stop by themselves once the chief is done "
+         "(a failed one fails the script)"),
+    ],
+    "data.md:commands": [
+        ("tpuestimator data write table.csv data/ ", "tpuestimator data write table.csv data-table/ ",
+         "the lines are alternatives writing into data/: the second, third and fifth write folders of their own"),
+        ("tpuestimator data write train-images-idx3-ubyte.gz data/ ",
+         "tpuestimator data write train-images-idx3-ubyte.gz data-idx/ ", "a folder of its own"),
+        ("tpuestimator data write photos/ data/ --beam", "tpuestimator data write photos/ data-beam/ --beam",
+         "a folder of its own"),
+        ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
+         "60,000 training images -> the first 600"),
+        ("tpuestimator data serve --dispatcher 5050 --workers 2                  # a local tf.data service: "
+         "data.service=grpc://localhost:5050",
+         "set -m; tpuestimator data serve --dispatcher $PORT --workers 2 > serve.out & SERVER=$!; "
+         "started 'tf.data service at' serve.out; ctrl_c; cat serve.out",
+         "it serves until Ctrl-C, on a free port: started in the background, then sent SIGINT"),
+        ("models/job/debug/nonfinite-step-1200", "models/job/debug/nonfinite-step-*",
+         "the NaN stop of the test's diverging training (learning rate 1e10) is at its own step, not 1200"),
+    ],
+    "getting-started-r.md:install": [
+        ("R CMD build . ", "R CMD build --no-build-vignettes . ",
+         "the vignettes train models when built; tests/testthat and pkgdown's build run them"),
+    ],
     "MIGRATING.md:fashion": [
         ("tpuestimator example fashion_mnist --out fashion ", "tpuestimator example fashion_mnist --out fashion --limit 600 ",
          "60,000 training images -> the first 600 (and 100 test images)"),
@@ -139,6 +173,100 @@ def shims(folder: Path) -> dict:
     return env
 
 
+# A line the shell adds nothing to: `tpuestimator` and its arguments, no shell syntax (pipes,
+# redirects, `&`, `;`, variables, globs, substitutions, continuations) outside a comment.
+_SHELL_SYNTAX = re.compile(r"[|&;<>$`*?(){}\\\[\]!~]")
+
+
+def _plain_args(line: str) -> list[str] | None:
+    """The arguments of a plain `tpuestimator ARGS  # comment` line, else None."""
+    import shlex
+
+    code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
+    if not code.strip() or _SHELL_SYNTAX.search(code):
+        return None
+    try:
+        words = shlex.split(code)
+    except ValueError:
+        return None
+    return words[1:] if words and words[0] == "tpuestimator" else None
+
+
+def _run_in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """`tpuestimator ARGS` through the CLI's main() in this process (it has imported TensorFlow
+    once; a child process would pay its ~4-5 CPU s import again): (status, stdout, stderr), the
+    log lines on stderr as the CLI's own logging setup writes them."""
+    import contextlib
+    import io
+    import logging
+
+    from tpuestimator.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    level, before = root.level, os.getcwd()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(args)
+            except SystemExit as stop:    # argparse's exits
+                status = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        os.chdir(before)
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return int(status or 0), out.getvalue(), err.getvalue()
+
+
+def run_block(script: str, cwd: Path, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The script as `bash` runs it, with its plain `tpuestimator ARGS` lines run in this process
+    (`_run_in_process`) and the other lines, in order, in a bash each run of them. A script whose
+    later lines need shell state an earlier run of them left (a background job still running, a
+    variable, `cd`) runs in one bash, whole. Any line's failure stops it, as `set -e` does."""
+    lines, pending = [], ""
+    for line in script.splitlines():        # a continued line (`\\` at its end) joins the next
+        pending += line
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        lines.append(pending)
+        pending = ""
+    steps: list[list[str] | str] = []      # a plain line's arguments, or the shell lines between them
+    for line in lines:
+        args = _plain_args(line)
+        if args is not None:
+            steps.append(args)
+        elif steps and isinstance(steps[-1], str):
+            steps[-1] += line + "\n"
+        else:
+            steps.append(line + "\n")
+    # shell state a later bash would need: a job left running (`&` not followed by its `ctrl_c`
+    # or `wait`), a variable set, a `cd`: then the whole script runs in one bash
+    for i, step in enumerate(steps):
+        if isinstance(step, str) and i < len(steps) - 1:
+            jobs = [m.end() for m in re.finditer(r"(^|[^&])&($|[^&])", step)]
+            if (re.search(r"^\s*(cd|export|[A-Za-z_][A-Za-z0-9_]*=)", step, re.M)
+                    or (jobs and not re.search(r"\b(ctrl_c|wait)\b", step[jobs[-1]:]))):
+                return run_bash(script, cwd, env, timeout)
+    stdout, stderr = [], []
+    for step in steps:
+        if isinstance(step, str):
+            proc = run_bash(step, cwd, env, timeout)
+            stdout.append(proc.stdout)
+            stderr.append(proc.stderr)
+            continue
+        status, out, err = _run_in_process(step, cwd)
+        stdout.append(out)
+        stderr.append(err)
+        assert status == 0, f"tpuestimator {step}: exit {status}\n{''.join(stdout)[-4000:]}\n{''.join(stderr)[-6000:]}"
+    return subprocess.CompletedProcess(["bash"], 0, "".join(stdout), "".join(stderr))
+
+
 def run_bash(script: str, cwd: Path, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
     # as from a terminal: a test run started in the background of a script (`cmd &`) has SIGINT
     # ignored, which the page's Ctrl-C-stopped servers would inherit and keep
@@ -154,7 +282,7 @@ def quickstart(tmp_path_factory):
     root = tmp_path_factory.mktemp("quickstart")
     env = shims(root)
     _, block = page_block("getting-started-python.md", 'pip install -e ".[cpu]"')
-    proc = run_bash(as_run("getting-started-python.md:commands", block), root, env)
+    proc = run_block(as_run("getting-started-python.md:commands", block), root, env)
     return root, env, proc
 
 
@@ -189,7 +317,7 @@ def test_the_deploying_pages_saved_model_cli_and_tflite_blocks_run(quickstart):
     root, env, _ = quickstart
     _, cli = page_block("deploying.md", "saved_model_cli show")
     _, tflite = page_block("deploying.md", "tpuestimator export models/digits --format tflite")
-    proc = run_bash(as_run("deploying.md:saved_model_cli", cli) + as_run("deploying.md:tflite", tflite), root, env)
+    proc = run_block(as_run("deploying.md:saved_model_cli", cli) + as_run("deploying.md:tflite", tflite), root, env)
     for signature in ("serving_default", "image_bytes", "features"):
         assert f"signature_def['{signature}']" in proc.stdout, proc.stdout[-3000:]
     names = {p.name for p in root.rglob("*.tflite")}
@@ -241,7 +369,7 @@ def test_the_tuning_pages_cli_block_runs_and_lists_the_runs(digits_here):
     """docs/tuning.md's commands: three learning rates, then half of a 2x2 grid, then the runs
     best first and the two latest side by side."""
     _, block = page_block("tuning.md", "tpuestimator tune digits.yaml")
-    proc = run_bash(as_run("tuning.md:cli", block), digits_here, shims(digits_here))
+    proc = run_block(as_run("tuning.md:cli", block), digits_here, shims(digits_here))
     runs = [p for p in (digits_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(runs) == 5, proc.stdout[-3000:]
     flags = [json.loads((p / "tfruns.d" / "flags.json").read_text()) for p in runs]
@@ -285,7 +413,7 @@ def test_the_debugging_pages_blocks_run(tmp_path, monkeypatch):
     _, python = page_block("debugging.md", "import glob", "python")
     script = (as_run("debugging.md:diverge", diverge)
               + f"cat >> digits/digits.yaml <<'END_OF_PAGE_YAML'\n{section}END_OF_PAGE_YAML\n" + dumped)
-    proc = run_bash(script, tmp_path, shims(tmp_path))
+    proc = run_block(script, tmp_path, shims(tmp_path))
     out, err = proc.stdout, proc.stderr
     (report_dir,) = (tmp_path / "models" / "job" / "debug").glob("nonfinite-step-*")
     report = json.loads((report_dir / "report.json").read_text())
@@ -331,7 +459,7 @@ def test_the_scaling_out_pages_tf_data_service_block_runs(job_here):
     its input from them, and Ctrl-C stops the service cleanly."""
     _, block = page_block("scaling-out.md", "tpuestimator data serve --dispatcher")
     env = dict(shims(job_here), PORT=str(_free_port()))
-    proc = run_bash(as_run("scaling-out.md:service", block), job_here, env)
+    proc = run_block(as_run("scaling-out.md:service", block), job_here, env)
     assert f"tf.data service at grpc://localhost:{env['PORT']} with 2 worker(s)" in proc.stdout, proc.stdout
     assert "tf.data service stopped" in proc.stdout
     model = job_here / "models" / "job"
@@ -346,10 +474,111 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
     """docs/scaling-out.md: two multi-worker workers train models/job; two workers, a parameter
     server and a side-car evaluator train models/job-ps, the evaluator recording evaluations."""
     _, block = page_block("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml")
-    run_bash(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
+    run_block(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
     for model in ("job", "job-ps"):
         assert (job_here / "models" / model / f"ckpt-{STEPS}.index").exists(), model
     assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.real_process
+def test_the_scaling_out_pages_hand_made_parameter_server_cluster_block_runs(job_here):
+    """docs/scaling-out.md, one shell per task by hand: a ps, two workers and the chief (four
+    processes) train models/job to its last step with parameter servers; the three background
+    tasks stop by themselves once the chief is done, and both workers ran steps."""
+    from tpuestimator.runs import run_info
+
+    _, block = page_block("scaling-out.md", "CLUSTER=")
+    env = dict(shims(job_here), PORT_CHIEF=str(_free_port()), PORT_WORKER0=str(_free_port()),
+               PORT_WORKER1=str(_free_port()), PORT_PS=str(_free_port()))
+    assert len({env[k] for k in ("PORT_CHIEF", "PORT_WORKER0", "PORT_WORKER1", "PORT_PS")}) == 4
+    proc = run_block(as_run("scaling-out.md:by_hand", block), job_here, env, timeout=600)
+    model = job_here / "models" / "job"
+    assert (model / f"ckpt-{STEPS}.index").exists(), proc.stderr[-4000:]
+    assert proc.stderr.count("the chief has finished; stopping") == 3, proc.stderr[-4000:]
+    (run,) = [p for p in (job_here / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    info = run_info(str(run))
+    properties = info["properties"]
+    assert info["status"] == "completed" and properties["strategy"] == "parameter_server", info
+    by_worker = dict(pair.split(":") for pair in properties["ps_steps_by_worker"].split(","))
+    assert set(by_worker) == {"0", "1"} and all(int(n) > 0 for n in by_worker.values()), properties
+    assert sum(int(n) for n in by_worker.values()) == STEPS
+
+
+def _png_folder(root: Path) -> None:
+    """photos/<class>/*.png: three classes of six 8x8 colour images."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog", "owl"):
+        (root / "photos" / name).mkdir(parents=True)
+        for i in range(6):
+            pixels = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+            (root / "photos" / name / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+
+
+def _idx_pair(root: Path, n: int = 12) -> None:
+    """train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz: n 28x28 images, labels 0..9."""
+    import gzip
+    import struct
+
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = (np.arange(n) % 10).astype(np.uint8)
+    (root / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(struct.pack(">IIII", 0x803, n, 28, 28) + images.tobytes()))
+    (root / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(struct.pack(">II", 0x801, n) + labels.tobytes()))
+
+
+@pytest.mark.slow
+@pytest.mark.real_process
+def test_the_data_pages_commands_run_on_small_inputs(job_here):
+    """docs/data.md's commands, each on an input made here: an image folder (3 classes of 6 PNGs)
+    split into 4 training shards and an eval split, a CSV table, an MNIST IDX pair, Fashion-MNIST's
+    first 600 images, the image folder again through Beam's DirectRunner; then inspect, bench,
+    a tf.data service started and stopped, the replay of a NaN stop and a run's HTML report."""
+    from tpuestimator.cli import main
+
+    if not Path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist "
+                    "(scripts/setup_system.sh datasets)")
+    root = job_here
+    _png_folder(root)
+    _idx_pair(root)
+    rows = ["sepal_length,petal_length,species"] + [f"{5 + i / 10},{1 + (i % 3)},{['setosa', 'virginica'][i % 2]}"
+                                                    for i in range(20)]
+    (root / "table.csv").write_text("\n".join(rows) + "\n")
+    # the NaN stop the page's `debug replay` line replays (debugging.md's diverging training)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["train", "job.yaml", "--set", "model=mlp", "--set", "params.optimizer=sgd",
+                     "--set", "params.learning_rate=1e10", "--set", "train.iterations_per_loop=2",
+                     "--set", "train.save_checkpoints_steps=2"]) == 1
+    finally:
+        os.chdir(cwd)
+    _, block = page_block("data.md", "tpuestimator data write photos/ data/")
+    env = dict(shims(root), PORT=str(_free_port()))
+    proc = run_block(as_run("data.md:commands", block), root, env)
+    out = proc.stdout
+    assert sorted(p.name for p in (root / "data").glob("train-*.tfrecord")) == [
+        f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
+    assert list((root / "data").glob("eval-*.tfrecord")), sorted(p.name for p in (root / "data").iterdir())
+    for folder in ("data", "data-table", "data-idx", "data-beam"):
+        assert (root / folder / "manifest.json").exists(), folder
+    manifests = {folder: json.loads((root / folder / "manifest.json").read_text())
+                 for folder in ("data", "data-table", "data-idx", "data-beam")}
+    for folder in ("data", "data-beam"):                 # 18 images of 3 classes, a fifth held out
+        splits, vocabulary = manifests[folder]["splits"], manifests[folder]["vocabulary"]
+        assert vocabulary == ["cat", "dog", "owl"] and splits["train"]["count"] + splits["eval"]["count"] == 18, splits
+        assert 0 < splits["eval"]["count"] < splits["train"]["count"], splits
+    table = manifests["data-table"]
+    assert table["label"] == "species" and sum(split["count"] for split in table["splits"].values()) == 20, table
+    assert manifests["data-idx"]["format"] == "mnist" and manifests["data-idx"]["splits"]["train"]["count"] == 12
+    assert list((root / "fashion").rglob("*.yaml")) and list((root / "fashion").rglob("*.tfrecord"))
+    assert "records/s" in out, out[-3000:]
+    assert f"tf.data service at grpc://localhost:{env['PORT']} with 2 worker(s)" in out and "tf.data service stopped" in out
+    assert re.search(r"op type: +\w+", out), out[-3000:]
+    assert "<html" in (root / "report.html").read_text()[:2000].lower()
 
 
 @pytest.mark.slow
@@ -361,7 +590,7 @@ def test_the_migrating_pages_fashion_mnist_block_runs(tmp_path):
                     "(scripts/setup_system.sh datasets)")
     _, block = page_block("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion")
     (tmp_path / "examples").symlink_to(REPO / "examples")
-    proc = run_bash(as_run("MIGRATING.md:fashion", block), tmp_path, shims(tmp_path))
+    proc = run_block(as_run("MIGRATING.md:fashion", block), tmp_path, shims(tmp_path))
     assert "'global_step': 20" in proc.stdout and "'num_examples': 100" in proc.stdout, proc.stdout[-3000:]
     assert (tmp_path / "models" / "mnist_fashion" / "ckpt-20.index").exists()
 
@@ -379,6 +608,9 @@ def test_every_substitution_matches_its_page():
         "scaling-out.md:service": ("scaling-out.md", "tpuestimator data serve --dispatcher", "bash"),
         "scaling-out.md:cluster": ("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml", "bash"),
         "MIGRATING.md:fashion": ("MIGRATING.md", "tpuestimator example fashion_mnist --out fashion", "bash"),
+        "scaling-out.md:by_hand": ("scaling-out.md", "CLUSTER=", "bash"),
+        "data.md:commands": ("data.md", "tpuestimator data write photos/ data/", "bash"),
+        "getting-started-r.md:install": ("getting-started-r.md", "R CMD INSTALL .", "bash"),
     }
     assert set(blocks) <= set(SUBSTITUTIONS)
     for key, (page, first, lang) in blocks.items():
