@@ -99,3 +99,73 @@ test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run(
   expect_length(shown, 1L)                                          # compare_runs(): the two latest
   expect_gt(file.size(comparison_page(shown)), 10000)
 })
+
+# The lines of the chunk labelled `label` in vignettes/`file` (the pkgdown articles).
+vignette_chunk <- function(file, label) {
+  path <- file.path(testthat::test_path("..", ".."), "vignettes", file)
+  skip_if_not(file.exists(path), paste("vignettes/", file, "is not here (installed tests)"))
+  lines <- readLines(path, warn = FALSE)
+  open <- grep(paste0("^```\\{r ", label, "[,}]"), lines)
+  expect_length(open, 1L)
+  rest <- lines[(open + 1L):length(lines)]
+  rest[seq_len(which(startsWith(rest, "```"))[[1]] - 1L)]
+}
+
+# Knitting the vignettes (R CMD check, pkgdown) runs every chunk but these `eval = FALSE` ones:
+# they open a browser, start TensorBoard or need tfruns. `install` alone is not run anywhere:
+# it pip-installs from the network (tests/python/test_distribution.py runs the package's
+# install from a local checkout).
+test_that("the vignettes' eval = FALSE chunks run: the report, TensorBoard and the comparison", {
+  skip_if_no_tpuestimator()
+  board <- vignette_chunk("getting-started.Rmd", "tensorboard")
+  view <- vignette_chunk("tuning-with-tfruns.Rmd", "view")
+  work <- local_work_dir()
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
+  opened <- character()
+  # what a browser would be given (interactive sessions open it; here it is recorded)
+  withr::local_options(tpuestimatorr.verbose = FALSE, browser = function(url) opened <<- c(opened, url))
+  withr::defer(try(tpu_tensorboard(action = "stop"), silent = TRUE))
+  run <- quietly(tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 20L))
+  runs <- quietly(tpu_tuning_run(tpu_example("digits", dir = "digits"), flags = list(learning_rate = c(0.001, 0.01)),
+                                 train.max_steps = 20L, export = FALSE))
+  env <- new.env(parent = environment())
+  values <- lapply(parse(text = c(board, view), keep.source = FALSE), function(expr) {
+    withVisible(suppressMessages(eval(expr, env)))$value
+  })
+  report <- values[[1]]
+  expect_true(file.exists(report) && grepl("<html", paste(readLines(report, warn = FALSE), collapse = ""),
+                                           ignore.case = TRUE))
+  url <- values[[2]]
+  expect_match(url, "^http://(127\\.0\\.0\\.1|localhost):[0-9]+")
+  expect_true(isTRUE(values[[3]]))                                   # the server stopped
+  comparison <- values[[4]]
+  expect_true(file.exists(comparison) && file.size(comparison) > 10000)
+  expect_match(paste(readLines(comparison, warn = FALSE), collapse = "\n"), basename(runs$run_dir[[2]]),
+               fixed = TRUE)
+})
+
+test_that("the tfruns vignette's tfruns chunk runs its script under the real tfruns", {
+  skip_if_no_tpuestimator()
+  code <- vignette_chunk("tuning-with-tfruns.Rmd", "tfruns")
+  local_real_tfruns()
+  work <- local_work_dir()
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
+  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
+  shown <- character()
+  exprs <- parse(text = code, keep.source = FALSE)
+  env <- new.env(parent = environment())
+  suppressMessages(eval(exprs[[1]], env))                            # file.copy() of the package's train.R
+  # the one substitution, in the copied script: 300 training steps -> 20
+  script <- readLines("train.R")
+  expect_true(any(grepl('flag_integer("max_steps", 300', script, fixed = TRUE)))
+  writeLines(sub('flag_integer("max_steps", 300', 'flag_integer("max_steps", 20', script, fixed = TRUE), "train.R")
+  values <- list()
+  utils::capture.output(   # the scripts' echo (training_run() sources them with echo = TRUE)
+    values <- lapply(exprs[-1], function(expr) suppressMessages(suppressWarnings(eval(expr, env)))))
+  runs <- values[[3]]                                                # the ls_runs() line: best first
+  expect_equal(nrow(runs), 3L)                                       # one training, two tuned
+  expect_setequal(runs$flag_learning_rate, c(0.003, 0.001, 0.01))
+  expect_false(is.unsorted(runs$eval_loss))
+  expect_length(shown, 1L)                                           # compare_runs() showed the two latest
+  expect_gt(file.size(comparison_page(shown)), 10000)
+})
