@@ -44,3 +44,15 @@ local_real_tfruns <- function(env = parent.frame()) {
   withr::defer(try(unloadNamespace("tfruns"), silent = TRUE), envir = env)
   loadNamespace("tfruns")
 }
+
+# A scratch working folder for a page's tfruns lines, the real tfruns installed and its viewer
+# recording the comparison pages it is asked to show: returns a function giving those pages.
+local_tfruns_page <- function(env = parent.frame()) {
+  local_real_tfruns(env)
+  work <- local_work_dir(env)
+  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"), .local_envir = env)
+  shown <- character()
+  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url),
+                       .local_envir = env)
+  function() shown
+}

@@ -62,19 +62,15 @@ test_that("docs/tuning.md's tpu_tuning_run() block tunes three learning rates fr
   skip_if_no_tpuestimator()
   code <- substitute_page(docs_r_block("tuning.md", "runs <- tpu_tuning_run("),
                           c("train.max_steps = 300" = "train.max_steps = 20"))
-  local_real_tfruns()
-  work <- local_work_dir()
-  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
-  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
-  shown <- character()
-  file.copy(list.files(dirname(tpu_example("digits")), full.names = TRUE), work)   # digits.yaml here
+  shown <- local_tfruns_page()
+  file.copy(list.files(dirname(tpu_example("digits")), full.names = TRUE), ".")    # digits.yaml here
   env <- run_lines(code, new.env(parent = environment()))
   expect_equal(nrow(env$runs), 3L)
   expect_setequal(env$runs$flag_learning_rate, c(1e-3, 3e-3, 1e-2))
   expect_true(all(env$runs$global_step == 20L))
   expect_false(is.unsorted(env$runs$eval_loss))                     # best first
-  expect_length(shown, 1L)                                          # compare_runs() showed its page
-  expect_gt(file.size(comparison_page(shown)), 10000)
+  expect_length(shown(), 1L)                                          # compare_runs() showed its page
+  expect_gt(file.size(comparison_page(shown())), 10000)
 })
 
 test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run() lines run", {
@@ -82,11 +78,7 @@ test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run(
   script <- substitute_page(docs_r_block("tuning.md", "# train.R"),
                             c('flag_integer("max_steps", 300)' = 'flag_integer("max_steps", 20)'))
   code <- docs_r_block("tuning.md", 'tfruns::training_run("train.R")')
-  local_real_tfruns()
-  work <- local_work_dir()
-  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
-  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
-  shown <- character()
+  shown <- local_tfruns_page()
   writeLines(script, "train.R")
   env <- run_lines(code, new.env(parent = environment()))
   runs <- tfruns::ls_runs(order = "eval_loss", decreasing = FALSE)
@@ -96,8 +88,8 @@ test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run(
   for (dir in runs$run_dir) {
     expect_identical(readLines(file.path(dir, "tfruns.d", "properties", "global_step")), "20")
   }
-  expect_length(shown, 1L)                                          # compare_runs(): the two latest
-  expect_gt(file.size(comparison_page(shown)), 10000)
+  expect_length(shown(), 1L)                                          # compare_runs(): the two latest
+  expect_gt(file.size(comparison_page(shown())), 10000)
 })
 
 # The lines of the chunk labelled `label` in vignettes/`file` (the pkgdown articles).
@@ -147,11 +139,7 @@ test_that("the vignettes' eval = FALSE chunks run: the report, TensorBoard and t
 test_that("the tfruns vignette's tfruns chunk runs its script under the real tfruns", {
   skip_if_no_tpuestimator()
   code <- vignette_chunk("tuning-with-tfruns.Rmd", "tfruns")
-  local_real_tfruns()
-  work <- local_work_dir()
-  withr::local_envvar(R_USER_CACHE_DIR = file.path(work, ".cache"))
-  withr::local_options(tpuestimatorr.verbose = FALSE, tfruns.viewer = function(url) shown <<- c(shown, url))
-  shown <- character()
+  shown <- local_tfruns_page()
   exprs <- parse(text = code, keep.source = FALSE)
   env <- new.env(parent = environment())
   suppressMessages(eval(exprs[[1]], env))                            # file.copy() of the package's train.R
@@ -166,6 +154,6 @@ test_that("the tfruns vignette's tfruns chunk runs its script under the real tfr
   expect_equal(nrow(runs), 3L)                                       # one training, two tuned
   expect_setequal(runs$flag_learning_rate, c(0.003, 0.001, 0.01))
   expect_false(is.unsorted(runs$eval_loss))
-  expect_length(shown, 1L)                                           # compare_runs() showed the two latest
-  expect_gt(file.size(comparison_page(shown)), 10000)
+  expect_length(shown(), 1L)                                           # compare_runs() showed the two latest
+  expect_gt(file.size(comparison_page(shown())), 10000)
 })
