@@ -134,7 +134,7 @@ def test_write_example_writes_a_loadable_config(tmp_path):
 # started: the two flags are plain ints) and reticulate's real rpytools.signals handler installed
 # with a stand-in for its R callback that answers from R's flags as R's py_interrupts_pending does.
 RETICULATE_SIGNALS_CASE = r"""
-import ctypes, os, signal, sys
+import ctypes, os, signal, sys, time, weakref
 r_home = sys.argv[1]
 ctypes.CDLL(os.path.join(r_home, "lib", "libR.so"), mode=os.RTLD_GLOBAL)
 sys.path.insert(0, os.path.join(sys.argv[2], "python"))  # reticulate's rpytools
@@ -173,6 +173,32 @@ with interrupts.r_interrupts_held():
     for _ in range(1000):
         pass
     out["r_asked_inside"] = list(asked)
+    # inside an R callback's allowInterrupts (R's interrupts allowed): Python code that R runs
+    # there leaves the Ctrl-C to R, whose flag stays set
+    flags.suspended, flags.pending = False, True
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+    out["left_to_r_in_callback"] = flags.pending
+    flags.suspended, flags.pending = True, False
+    # Python's handler running inside a weakref callback (a finalizer here), where a
+    # KeyboardInterrupt is only printed: the Ctrl-C is sent again and lands in the job's code
+    class Dropped:
+        pass
+    def finalizer():
+        flags.pending = True
+        os.kill(os.getpid(), signal.SIGINT)
+        [i for i in range(10)]  # Python code: the handler runs here and its raise is lost
+    dropped = Dropped()
+    weakref.finalize(dropped, finalizer)
+    try:
+        del dropped
+        for _ in range(100):  # the job's code, which lets other threads run (as TensorFlow's ops do)
+            time.sleep(0.01)
+        out["raised_after_finalizer"] = False
+    except KeyboardInterrupt:
+        out["raised_after_finalizer"] = True
+out["unraisable_hook_restored"] = sys.unraisablehook is sys.__unraisablehook__
 out["suspended_after"] = flags.suspended
 out["callback_restored"] = rpytools.signals._callback is py_interrupts_pending
 # R code that suspended interrupts itself keeps them suspended: the bridge leaves all as it is
@@ -212,7 +238,8 @@ def test_r_interrupts_held_takes_ctrl_c_from_r_flags_without_running_r_code():
     assert proc.returncode == 0, proc.stderr
     out = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert out == {"suspended_inside": True, "raised_when_pending": True, "pending_after": False,
-                   "r_asked_inside": [], "suspended_after": False, "callback_restored": True,
+                   "r_asked_inside": [], "left_to_r_in_callback": True, "raised_after_finalizer": True,
+                   "unraisable_hook_restored": True, "suspended_after": False, "callback_restored": True,
                    "left_alone": True}
 
 

@@ -42,7 +42,7 @@ interrupt_cases <- function(config) {
     "hook <- function(event, info) if (event == 'after_loop' && info$step >= 10) {",
     "  tools::pskill(Sys.getpid(), tools::SIGINT); Sys.sleep(5); writeLines('slept', 'not-interrupted')",
     "}",
-    case_train_lines("hook", "train.max_steps = 1000L, train.iterations_per_loop = 5L, hooks = hook"),
+    case_train_lines("hook", "train.max_steps = 300L, train.iterations_per_loop = 5L, hooks = hook"),
     # plain: a Python hook calls a plain R function (no wrapper of ours, like the R code
     # reticulate itself runs around every callback) that sends its R process SIGINT and keeps
     # evaluating R
@@ -60,17 +60,19 @@ interrupt_cases <- function(config) {
     "  '        if step >= 10:',",
     "  '            self.f()', sep = '\\n'))",
     "calls_r <- reticulate::py_eval('CallsR')(signal_and_compute)",
-    case_train_lines("plain", "train.max_steps = 1000L, train.iterations_per_loop = 5L, hooks = calls_r"),
+    case_train_lines("plain", "train.max_steps = 300L, train.iterations_per_loop = 5L, hooks = calls_r"),
     "handler <- reticulate::py_eval(\"__import__('rpytools.signals').signals._callback.__name__\")",
     "writeLines(c(.Internal(interruptsSuspended()), handler), file.path('plain', 'after'))",
     # progress: a long progress callback that this process's Ctrl-C lands in: 30 s of R
     # computation (R takes a Ctrl-C in a loop only where interrupts are allowed; Sys.sleep()
-    # would be cut short even while they are held)
-    "progress <- function(event, info) if (event == 'loop' && info$step >= 10) {",
-    "  writeLines('computing', 'in-callback'); done <- Sys.time() + 30; while (Sys.time() < done) i <- 0",
+    # would be cut short even while they are held) that calls Python most of the time, so the
+    # Ctrl-C lands in Python code run from R, which must leave it to R
+    "progress <- function(event, info) if (event == 'loop' && info$step >= 10 && !file.exists('in-callback')) {",
+    "  writeLines('computing', 'in-callback'); done <- Sys.time() + 30",
+    "  while (Sys.time() < done) { i <- 0; reticulate::py_eval('sum(range(20000))') }",
     "  writeLines('slept', 'not-interrupted')",
     "}",
-    case_train_lines("progress", "train.max_steps = 1000L, train.iterations_per_loop = 5L, progress = progress")
+    case_train_lines("progress", "train.max_steps = 300L, train.iterations_per_loop = 5L, progress = progress")
   ), "child.R")
   # the shell around Rscript keeps its exit status; the Ctrl-Cs go to the R process only
   env <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
@@ -187,7 +189,7 @@ test_that("a Ctrl-C from outside while a long R progress callback runs cuts the 
   expect_identical(readLines("outcome"), "interrupt", info = log)
   expect_false(file.exists("not-interrupted"), info = log)
   expect_run_interrupted(log)
-  expect_lt(tpu_ls_runs("runs")$global_step, 1000L)
+  expect_lt(tpu_ls_runs("runs")$global_step, 300L)
 })
 
 test_that("a Ctrl-C that R code outside the package's callbacks would take still ends the run interrupted", {

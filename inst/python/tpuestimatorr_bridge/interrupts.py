@@ -19,12 +19,17 @@ suspended (R's own ``suspendInterrupts`` mechanism), so R takes a Ctrl-C only wh
 package's callback wrapper re-allows it (``allowInterrupts`` inside its ``tryCatch``, which
 turns it into a marker the bridge raises as KeyboardInterrupt); everywhere else reticulate's
 Python handler takes it, its question to R answered from R's flags instead of by running R
-code. Both flags are plain ints exported by libR, read and written here through ctypes. Outside R (no libR
+code. While an R callback allows R's interrupts, Python code that R runs meanwhile (R calling
+Python) leaves a Ctrl-C to R: a long Python call made from an R callback is not cut short, R
+takes the Ctrl-C when it returns. A KeyboardInterrupt that Python's handler raised inside a
+finalizer or weakref callback (where Python can only print it) is sent again, so it is never
+lost. Both flags are plain ints exported by libR, read and written here through ctypes. Outside R (no libR
 symbols), or when reticulate's handler is not the one installed, nothing is changed.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import functools
@@ -122,14 +127,38 @@ def r_interrupts_held() -> Iterator[None]:
         if reset:
             flags.pending = False
             return False
-        return flags.pending
+        # R's interrupts are allowed inside the held region only inside an R callback's
+        # allowInterrupts: R takes this Ctrl-C itself at its next check there. Python code that
+        # runs meanwhile (R code calling Python, or a finalizer of R's garbage collector dropping
+        # a Python object, whose weakref callbacks run Python) must not take it: a
+        # KeyboardInterrupt raised in a weakref callback is printed as "Exception ignored" and the
+        # Ctrl-C is lost, R's flag already reset.
+        return flags.pending and flags.suspended
+
+    previous_unraisable_hook = sys.unraisablehook
+
+    def send_lost_ctrl_c_again(unraisable: Any) -> None:
+        # Python runs its signal handlers wherever its code runs, finalizers and weakref callbacks
+        # (TensorFlow's WeakKeyDictionary entries, dropped as the job runs) included; a
+        # KeyboardInterrupt raised there only reaches this hook, printed as "Exception ignored",
+        # and the Ctrl-C would be lost (R's flag already reset). Pending again in R, and in Python
+        # from a new thread, not waited for (from this one, os.kill and interrupt_main run the
+        # handler at once, inside this hook; threading.Thread.start waits on a lock, where the
+        # handler runs too), it lands in the job's own code at Python's next check.
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            flags.pending = True
+            _thread.start_new_thread(_thread.interrupt_main, (signal.SIGINT,))
+            return
+        previous_unraisable_hook(unraisable)
 
     signals._callback = pending_in_r
+    sys.unraisablehook = send_lost_ctrl_c_again
     flags.suspended = True
     try:
         yield
     finally:
         flags.suspended = False
+        sys.unraisablehook = previous_unraisable_hook
         signals._callback = asks_r
 
 
