@@ -35,6 +35,45 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _module_named_by_string(node: ast.AST, modules: dict[str, Path]) -> str | None:
+    """The project module a string names (`"tpuestimator.debug.dumps"`, or the package of an
+    f-string's constant head, `f"tpuestimator.commands.{name}"`)."""
+    text = None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        text = str(node.values[0].value).rstrip(".")
+    if not text or not text.startswith("tpuestimator.") or " " in text:
+        return None
+    while text and text not in modules:  # a name inside a module
+        text = text.rpartition(".")[0]
+    return text if text and text != "tpuestimator" else None
+
+
+def _string_imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The project modules imported by string (lazy loaders): the argument of each
+    `import_module(...)` / `__import__(...)` call, or, when it is `TABLE[name]`, every value of the
+    dict literal assigned to TABLE in the same file. Those imports obey the layers too."""
+    tables = {t.id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+              and isinstance(node.value, ast.Dict) for t in node.targets if isinstance(t, ast.Name)}
+    found = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if func not in ("import_module", "__import__"):
+            continue
+        arg = node.args[0]
+        candidates = [arg]
+        if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id in tables:
+            candidates = list(tables[arg.value.id].values)
+        for candidate in candidates:
+            named = _module_named_by_string(candidate, modules)
+            if named:
+                found.add(named)
+    return found
+
+
 def _imports(modules: dict[str, Path]):
     """{module: {(imported module, imported name or None)}} for every import in the file."""
     out: dict[str, set[tuple[str, str | None]]] = {}
@@ -52,6 +91,7 @@ def _imports(modules: dict[str, Path]):
                         found.add((f"{target}.{alias.name}", None))
                     else:
                         found.add((target, alias.name))
+        found.update((named, None) for named in _string_imports(tree, modules))
         out[name] = found
     return out
 
@@ -204,6 +244,19 @@ def test_layer_rule_catches_an_upward_import():
              "tpuestimator.serving.exports": {"tpuestimator.core.signatures"}}
     assert layer_violations(graph) == [
         "tpuestimator.core.estimator (layer core) imports tpuestimator.serving.exports (layer serving/porting, above it)"]
+
+
+def test_string_imports_count_as_imports():
+    modules = {"tpuestimator.hooks": Path("hooks/__init__.py"), "tpuestimator.debug": Path("debug/__init__.py"),
+               "tpuestimator.debug.dumps": Path("debug/dumps.py")}
+    lazy = ast.parse('_LAZY = {"DumpHook": "tpuestimator.debug.dumps"}\n'
+                     'created_by = "tpuestimator.hooks"\n'  # a value, not an import
+                     'importlib.import_module(_LAZY[name])\nimport_module(f"tpuestimator.debug.{name}")')
+    named = _string_imports(lazy, modules)
+    assert named == {"tpuestimator.debug.dumps", "tpuestimator.debug"}
+    assert layer_violations({"tpuestimator.hooks": named}) == [
+        "tpuestimator.hooks (layer hooks) imports tpuestimator.debug (layer debug, above it)",
+        "tpuestimator.hooks (layer hooks) imports tpuestimator.debug.dumps (layer debug, above it)"]
 
 
 def test_every_sub_package_says_what_it_holds_and_may_import():

@@ -101,7 +101,7 @@ class Evaluator:
                     carry_totals=carry)
             else:
                 self._functions[key] = make_predict_step(
-                    self.strategy, replica_steps.make_predict_step(self.state, to_model_layout=relayout),
+                    self.strategy, replica_steps.make_predict_replica_step(self.state, to_model_layout=relayout),
                     mask_key=MASK_KEY, every_worker=self.device_info.strategy_name == "multi_worker")
         return self._functions[key]
 

@@ -145,10 +145,6 @@ class HookList(Hook):
         for h in self.hooks:
             h.close()
 
-    def reset_stop(self) -> None:
-        for h in self.hooks:
-            h.stop_training = False
-
     def begin(self, step, info):
         for h in self.hooks:
             h.begin(step, info)

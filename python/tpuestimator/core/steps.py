@@ -130,7 +130,7 @@ def make_eval_step(state, *, carry_totals: bool = False, to_model_layout=None):
     return replica_step
 
 
-def make_predict_step(state, *, to_model_layout=None):
+def make_predict_replica_step(state, *, to_model_layout=None):
     """The replica step of prediction: the spec's predictions (or the raw outputs), with the
     padding mask passed through when the batch has one (`to_model_layout`: as in
     `make_eval_step`)."""

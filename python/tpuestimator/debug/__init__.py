@@ -2,7 +2,8 @@
 
 Importing `tpuestimator.debug` does not import TensorFlow.
 
-- NaN/Inf sentinel report + repro bundle (`sentinel.write_report`, called by the Estimator),
+- NaN/Inf sentinel report + repro bundle (`sentinel.write_report`, called by the Estimator;
+  `sentinel.NonFiniteReportHook` for `Estimator.train(hooks=...)` outside a job),
   replay of a bundle's step with check-numerics (`replay.replay_bundle`,
   `tpuestimator debug replay BUNDLE`).
 - `debug.check_numerics: true` -> `numerics.check_numerics()` around the job, and a check-
@@ -32,6 +33,7 @@ _EXPORTS = {
     "replay_bundle": "replay",
     "find_first_nonfinite": "replay",
     "write_report": "sentinel",
+    "NonFiniteReportHook": "sentinel",
 }
 
 __all__ = sorted([*_EXPORTS, "hooks_from_config"])

@@ -1,7 +1,8 @@
 """Hooks: host-side callbacks at loop boundaries (see `base.py`) and the built-in hooks.
 
 The built-in hooks load on first use (`from tpuestimator.hooks import EarlyStoppingHook`);
-none imports TensorFlow at import time.
+none imports TensorFlow at import time. The debugging hooks (`DumpHook`, `NonFiniteReportHook`)
+live in `tpuestimator.debug`, the layer above: import them from there.
 
 Layer 4: may import the contracts, `core`, `data` and `runs`; never debug, serving, jobs,
 cluster or commands. The hook protocol itself is `core.hooks` (the core calls it).
@@ -26,8 +27,6 @@ _LAZY = {
     "HostCallHook": "tpuestimator.hooks.host_call",
     "WatchHook": "tpuestimator.hooks.watch",
     "HParamsHook": "tpuestimator.hooks.hparams",
-    "DumpHook": "tpuestimator.debug.dumps",
-    "NonFiniteReportHook": "tpuestimator.debug.sentinel",
 }
 
 __all__ = ["Hook", "HookList", "CallableHook", "as_hook", *_LAZY]
