@@ -115,9 +115,11 @@ class BatchDecoder:
                 if feature.kind in ("jpeg", "png"):
                     self.encoded[name] = (list(feature.image_shape), 1)
 
+    @plain  # plain graph code, also where a serving signature calls it (data/epochs.py)
     def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(serialized, self.pspec)
 
+    @plain
     def decode_one(self, record: dict[str, tf.Tensor], seed: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         """One parsed record -> decoded (and, with a per-image augmenter, augmented with `seed`)."""
         out = dict(record)
@@ -128,6 +130,7 @@ class BatchDecoder:
                 out[key] = _decode_image(record[key], shape, ratio)
         return out
 
+    @plain
     def decode_batch(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(parsed)
         for key, (shape, ratio) in self.encoded.items():
@@ -135,6 +138,7 @@ class BatchDecoder:
                                  fn_output_signature=tf.TensorSpec(shape, tf.float32))
         return out
 
+    @plain
     def finish(self, parsed: dict[str, tf.Tensor]):
         features: dict[str, tf.Tensor] = {}
         img = self.image
@@ -169,6 +173,7 @@ class BatchDecoder:
             features = apply_assertions(features, self.assertions, self.fmt)
         return features, labels
 
+    @plain
     def __call__(self, serialized: tf.Tensor):
         parsed = self.parse(serialized)
         if self.encoded:

@@ -15,7 +15,7 @@ squared (Huber) error divided by the variance: the loss of the standardized labe
 from __future__ import annotations
 
 from tpuestimator.errors import ConfigError
-from tpuestimator.models._layers import accuracy_report, classifier_loss, num_classes
+from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
 
 LOSSES = ("mse", "huber")
@@ -78,7 +78,7 @@ def regression_loss(params: dict):
         quadratic = keras.ops.minimum(absolute, delta)
         return (0.5 * keras.ops.square(quadratic) + delta * (absolute - quadratic)) * inverse_variance
 
-    return loss
+    return as_written(loss)
 
 
 def regression_metrics() -> dict:
@@ -89,11 +89,13 @@ def regression_metrics() -> dict:
         return keras.ops.reshape(keras.ops.cast(x, "float32"), (-1, 1))
 
     class _RootMeanSquaredError(keras.metrics.RootMeanSquaredError):
+        @as_written
         def update_state(self, y_true, y_pred, sample_weight=None):
             return super().update_state(column(y_true), column(y_pred),
                                         None if sample_weight is None else column(sample_weight))
 
     class _R2Score(keras.metrics.R2Score):
+        @as_written
         def update_state(self, y_true, y_pred, sample_weight=None):
             return super().update_state(column(y_true), column(y_pred),
                                         None if sample_weight is None else column(sample_weight))
@@ -102,7 +104,7 @@ def regression_metrics() -> dict:
         return keras.ops.abs(keras.ops.reshape(keras.ops.cast(labels, "float32"), (-1,))
                              - keras.ops.reshape(keras.ops.cast(outputs, "float32"), (-1,)))
 
-    return {"mae": mae, "rmse": _RootMeanSquaredError(name="rmse"), "r2": _R2Score(name="r2")}
+    return {"mae": as_written(mae), "rmse": _RootMeanSquaredError(name="rmse"), "r2": _R2Score(name="r2")}
 
 
 def regression_predictions(outputs) -> dict:
@@ -147,7 +149,7 @@ def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_pr
     if task(params) == "regression":
         model = with_label_scale(model, *label_scale(params))
         return ModelSpec(model=model, loss=regression_loss(params), optimizer=optimizer,
-                         metrics=regression_metrics(), predictions=regression_predictions,
+                         metrics=regression_metrics(), predictions=as_written(regression_predictions),
                          serving_inputs=serving_inputs, serving_preprocess=serving_preprocess)
     import keras
 
@@ -155,6 +157,6 @@ def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_pr
         model = with_binary_logits(model)
     return ModelSpec(model=model, loss=classifier_loss(), optimizer=optimizer,
                      metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
-                     report=accuracy_report(), predictions=classification_predictions,
+                     report=accuracy_report(), predictions=as_written(classification_predictions),
                      class_names=params.get("vocabulary"), serving_inputs=serving_inputs,
                      serving_preprocess=serving_preprocess)

@@ -97,6 +97,14 @@ class TablePreprocessor:
     def __call__(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         import tensorflow as tf
 
+        # Plain graph code: called as written (not converted by AutoGraph, which a training's
+        # first trace of the input pipeline, the steps and the export otherwise pays, about a
+        # second per process, for nothing: no Python `if`/`for` here depends on a tensor).
+        return tf.autograph.experimental.do_not_convert(self._preprocess)(raw)
+
+    def _preprocess(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        import tensorflow as tf
+
         out: dict[str, Any] = {}
         if self.block is not None:
             values = [tf.cast(_flat(raw[name]), tf.float32) for name in self.normalized]
