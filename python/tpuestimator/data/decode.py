@@ -225,12 +225,14 @@ def make_batch_decoder(spec: specs.DataSpec, mode: str, *, num_classes: int | No
     return BatchDecoder(spec, mode, num_classes=num_classes, image_augment=image_augment)
 
 
+@plain
 def _raw_image(raw: tf.Tensor, shape: list[int], scale: str) -> tf.Tensor:
     pixels = tf.io.decode_raw(raw, tf.uint8)
     images = tf.reshape(pixels, [-1] + list(shape))
     return scale_pixels(tf.cast(images, tf.float32) * (1.0 / 255.0), scale)
 
 
+@plain
 def _decode_pixels(data: tf.Tensor, channels: int, ratio: int) -> tf.Tensor:
     """One JPEG/PNG string -> uint8 [H, W, channels] at its own size (1/ratio for JPEGs)."""
     if ratio and ratio > 1:  # JPEGs decode at 1/ratio size (much faster for large photos)
@@ -240,6 +242,7 @@ def _decode_pixels(data: tf.Tensor, channels: int, ratio: int) -> tf.Tensor:
     return tf.io.decode_image(data, channels=channels, expand_animations=False)
 
 
+@plain
 def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
     """One JPEG/PNG string -> float32 [h, w, c] in [0, 1], resized (bilinear) to `shape`."""
     height, width, channels = shape
@@ -248,6 +251,7 @@ def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
     return tf.ensure_shape(img, [height, width, channels])
 
 
+@plain
 def parse_serialized(data_section: Any, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     """Eval-mode features of a batch of serialized `tf.Example`s (for a serving signature)."""
     spec = specs.resolve_section(data_section)
@@ -255,6 +259,7 @@ def parse_serialized(data_section: Any, serialized: tf.Tensor) -> dict[str, tf.T
     return features
 
 
+@plain
 def image_input(data_section: Any) -> tuple[str, list[int], int, str] | None:
     """The one image input of an image model: (feature name, [height, width, channels], JPEG
     decode ratio, record kind), or None when the data is not one image (tabular or several
@@ -272,6 +277,7 @@ def image_input(data_section: Any) -> tuple[str, list[int], int, str] | None:
     return None
 
 
+@plain
 def image_bytes_features(data_section: Any, images: tf.Tensor) -> dict[str, tf.Tensor]:
     """A batch of JPEG/PNG strings -> the features an image model saw in evaluation (for a serving
     signature taking raw image bytes): each image decoded with the channels of the data, resized

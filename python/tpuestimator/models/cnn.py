@@ -5,7 +5,7 @@ the `mode` branches disappear (the Estimator handles replicas and modes).
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, image_input, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
 
 
@@ -45,6 +45,6 @@ def cnn(params: dict) -> ModelSpec:
         optimizer=optimizer,
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
-        predictions=classification_predictions,
+        predictions=as_written(classification_predictions),
         class_names=params.get("vocabulary"),
     )

@@ -6,7 +6,7 @@ The seed computes logits, then `probabilities = softmax(logits)`, `class_int = a
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, image_input, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
 
 
@@ -43,6 +43,6 @@ def image_classifier(params: dict) -> ModelSpec:
         optimizer=keras.optimizers.Adam(learning_rate=params.get("learning_rate", 0.001)),
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
-        predictions=classification_predictions,
+        predictions=as_written(classification_predictions),
         class_names=params.get("vocabulary"),
     )

@@ -1,7 +1,7 @@
 """`linear` and `mlp` model functions over any numeric features (flattened and concatenated)."""
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, feature_inputs, num_classes
+from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, feature_inputs, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
 
 
@@ -37,7 +37,7 @@ def _head(params, inputs, x, name):
         optimizer=_optimizer(params),
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
-        predictions=classification_predictions,
+        predictions=as_written(classification_predictions),
         class_names=params.get("vocabulary"),
     )
 
