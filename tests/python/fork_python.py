@@ -18,7 +18,7 @@ each run configures its own devices, as a fresh process does.
 
 Only the server's first import is saved: what a run computes is its own. The server waits
 for every run it forked before it exits, so their CPU time counts in its parent's (pytest's)
-children's time.
+children's time; its log (`fork-python.log` beside the socket) has each run's CPU seconds.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from pathlib import Path
 
 MAX_FDS = 3
@@ -90,6 +91,7 @@ def serve(socket_path: str) -> int:
         conn.close()
         supervisors.add(pid)
     listener.close()
+    os.unlink(socket_path)
     _reap(supervisors, block=True)   # their CPU time reaches the server's parent only once waited for
     return 0
 
@@ -133,11 +135,14 @@ def _supervise(conn: socket.socket) -> int:
         os._exit(_child(request, fds))
     for fd in fds:
         os.close(fd)
+    started = time.perf_counter()
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code
+            print(f"{usage.ru_utime + usage.ru_stime:7.1f} CPU s {time.perf_counter() - started:7.1f} s exit {code:3d}  "
+                  f"{' '.join(request['args'])[:160]!r}", file=sys.stderr, flush=True)   # the server's log
             try:
                 conn.sendall(struct.pack("!i", code))
             except OSError:
@@ -146,7 +151,9 @@ def _supervise(conn: socket.socket) -> int:
         ready, _, _ = select.select([conn], [], [], 0.05)
         if ready and not conn.recv(1):   # the launcher is gone: so is its run
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            _, _, usage = os.wait4(pid, 0)
+            print(f"{usage.ru_utime + usage.ru_stime:7.1f} CPU s {time.perf_counter() - started:7.1f} s killed    "
+                  f"{' '.join(request['args'])[:160]!r}", file=sys.stderr, flush=True)
             return 0
 
 
