@@ -32,8 +32,9 @@ TURN = {"linear": (1, 3), "cnn": (0, 1)}  # (settle, timed) loops per turn, as i
 SAVES = {"linear": 10, "cnn": 5}
 
 
-def stall(workload, pattern, batch, rounds, log, spl) -> dict:
-    """Steps/s with a save after every loop (sync, async) vs never, in turns (common.run_gated)."""
+def stall(workload, pattern, batch, rounds, log, spl, runners_out: dict | None = None) -> dict:
+    """Steps/s with a save after every loop (sync, async) vs never, in turns (common.run_gated);
+    `runners_out` receives the runners (the smoke run's save-time and async checks reuse them)."""
     runners = {
         "never": EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None, steps_per_loop=spl),
         "every_loop": EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=spl, steps_per_loop=spl),
@@ -43,6 +44,8 @@ def stall(workload, pattern, batch, rounds, log, spl) -> dict:
     loops = common.run_gated(runners, rounds=rounds, warmup=1, turn=TURN[workload], log=log)
     for r in runners.values():
         _sync(r.estimator)
+    if runners_out is not None:
+        runners_out.update(runners)
     return {"configs": {n: common.loop_stats(v, spl) for n, v in loops.items()},
             "ratios": {f"{n}/never": common.loop_ratio(loops[n], loops["never"]) for n in ("every_loop", "every_loop_async")},
             "checkpoints_on_disk": {n: sorted(p.name for p in Path(r.model_dir).glob("ckpt-*.index"))
@@ -55,11 +58,12 @@ def _sync(estimator) -> None:
         sync()
 
 
-def save_times(workload, pattern, batch, saves, spl) -> dict:
+def save_times(workload, pattern, batch, saves, spl, reuse: dict | None = None) -> dict:
+    """`reuse` (smoke): {"sync": runner, "async": runner} already built and trained, instead of new ones."""
     out = {}
     for kind, async_ in (("sync", False), ("async", True)):
-        runner = EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None, async_checkpoint=async_,
-                                steps_per_loop=spl)
+        runner = (reuse or {}).get(kind) or EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None,
+                                                           async_checkpoint=async_, steps_per_loop=spl)
         est = runner.estimator
         est.train(runner.input_fn, steps=spl, save_final_checkpoint=False)
         first_t0 = time.perf_counter()
@@ -81,13 +85,14 @@ def save_times(workload, pattern, batch, saves, spl) -> dict:
     return out
 
 
-def async_correctness(workload, pattern, batch, spl) -> dict:
-    """Saves asynchronously, keeps training at once, then restores the checkpoint elsewhere."""
+def async_correctness(workload, pattern, batch, spl, runner=None) -> dict:
+    """Saves asynchronously, keeps training at once, then restores the checkpoint elsewhere.
+    `runner` (smoke): an async-checkpointing runner already built, instead of a new one."""
     import numpy as np
     import tensorflow as tf
 
-    runner = EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None, async_checkpoint=True,
-                            steps_per_loop=spl)
+    runner = runner or EstimatorTrain(workload, pattern, batch, save_checkpoints_steps=None, async_checkpoint=True,
+                                      steps_per_loop=spl)
     est = runner.estimator
     est.train(runner.input_fn, steps=spl, save_final_checkpoint=False)
     est.save_checkpoint()  # the first async save traces its copy function
@@ -151,11 +156,15 @@ def main(argv=None) -> int:
         rounds = args.repeats or (2 if args.smoke else ROUNDS[workload])
         log(f"{workload}: stall, {rounds} rounds")
         spl = 10 if args.smoke else common.STEPS_PER_LOOP
-        st = stall(workload, pattern, args.batch_size, rounds, log, spl)
+        runners: dict = {}
+        st = stall(workload, pattern, args.batch_size, rounds, log, spl, runners)
+        # smoke: the stall's Estimators serve the other two parts (each new Estimator traces its
+        # loop again: half this script's smoke CPU, measuring nothing); a full run builds fresh ones
+        reuse = {"sync": runners["every_loop"], "async": runners["every_loop_async"]} if args.smoke else {}
         log(f"{workload}: save times")
-        sv = save_times(workload, pattern, args.batch_size, 2 if args.smoke else SAVES[workload], spl)
+        sv = save_times(workload, pattern, args.batch_size, 2 if args.smoke else SAVES[workload], spl, reuse)
         log(f"{workload}: async correctness")
-        ac = async_correctness(workload, pattern, args.batch_size, spl)
+        ac = async_correctness(workload, pattern, args.batch_size, spl, reuse.get("async"))
         results[workload] = {"stall": st, "save_time": sv, "async_checkpoint": ac}
         for key, r in st["ratios"].items():
             ratios[f"{workload}:{key}"] = r["steps_per_sec"]

@@ -93,7 +93,8 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
-def bench_workload(workload: str, pattern: str, n: int, *, batch: int, repeats: int, log) -> dict:
+def bench_workload(workload: str, pattern: str, n: int, *, batch: int, repeats: int, log, smoke: bool = False) -> dict:
+    """`smoke`: the first pass's times stand in for the timed repeats (a smoke run measures nothing)."""
     import numpy as np
 
     est, input_fn, model, loss_fn = build(workload, pattern, batch)
@@ -121,7 +122,8 @@ def bench_workload(workload: str, pattern: str, n: int, *, batch: int, repeats: 
             np.array([p["class_id"] for p in first["predict/estimator"][1]]), first["predict/bare"][1][1])),
     }
     log(f"  {workload}: checks {checks}")
-    times = common.interleave({k: (lambda f=f: f()[0]) for k, f in runners.items()}, repeats)
+    times = ({k: [first[k][0]] for k in runners} if smoke else
+             common.interleave({k: (lambda f=f: f()[0]) for k, f in runners.items()}, repeats))
     configs = {k: {"examples_per_sec": common.summarize([n / t for t in v]), "seconds": common.summarize(v)}
                for k, v in times.items()}
     ratios = {}
@@ -153,7 +155,8 @@ def main(argv=None) -> int:
         pattern = common.write_mnist_records(os.path.join(workdir, workload), n, seed=1)
         repeats = args.repeats or (2 if args.smoke else REPEATS[workload])
         log(f"{workload}: {n} examples, {repeats} repeats")
-        res = bench_workload(workload, pattern, n, batch=args.batch_size, repeats=repeats, log=log)
+        res = bench_workload(workload, pattern, n, batch=args.batch_size, repeats=1 if args.smoke else repeats, log=log,
+                             smoke=args.smoke)
         results[workload] = res
         for name, c in res["configs"].items():
             log(f"  {workload} {name}: {c['examples_per_sec']['median']:.0f} examples/s "

@@ -337,12 +337,14 @@ def main(argv=None) -> int:
                         f"ours is {a.ratio('ours', 'seed002')[0]:.1f}x this (wall), "
                         f"{a.ratio('ours', 'seed002', cpu=True)[0]:.1f}x per CPU s"), ""]
 
+    # the photo pipelines' data section (parts B and C; `--parts C` alone needs it too)
+    aug = {"random_crop": True, "flip_left_right": True, "brightness": 63 / 255, "contrast": [0.2, 1.8]}
+    fl = {"format": "flowers", "image": {"height": 224, "width": 224, "scale": "symmetric"},
+          "augment": aug, "deterministic": False}
     if "B" in parts:
         print("Part B: seed 000 JPEGs (320x240 photos) -> 224x224 + crop/flip/brightness/contrast, batch 32")
         photos = write_jpegs(tmp, "photos", sizes["photos"], (240, 320), distinct=distinct)
-        aug = {"random_crop": True, "flip_left_right": True, "brightness": 63 / 255, "contrast": [0.2, 1.8]}
-        fl = {"format": "flowers", "train": photos, "image": {"height": 224, "width": 224, "scale": "symmetric"},
-              "augment": aug, "deterministic": False}
+        fl = {**fl, "train": photos}
         variants = {"ours": ours(fl, 32), "seed000": seed000(photos, 32)}
         variants.update({s: stage(photos, 32, s) for s in ("read", "parse", "decode", "resize")})
         b = Group(variants, 32, args.repeats, args.seconds, warmup)

@@ -4,12 +4,16 @@ serves them all (test_benchmarks_smoke.py: a smoke run measures nothing, and a f
 per script cost ~9 CPU seconds each before the script did anything). A script that fails is
 recorded, and the next one still runs.
 
-    python bench_smoke_runner.py PLAN.json STATUS.json
+    python bench_smoke_runner.py PLAN.json STATUS.json [PYTHON]
+
+PYTHON (optional): what the scripts start their child Pythons with (`sys.executable` is set to
+it): the smoke test gives fork_python.py's launcher, whose runs skip TensorFlow's import.
 
 PLAN.json: a list of {"script": path, "args": [...], "stdout": path (the script's printed
 output goes there)}. STATUS.json, rewritten after every script (a run cut short keeps what
 finished): {script file name: {"ok": bool, "seconds": float, "cpu_seconds": float (this process
-and the children it waited for), "error": traceback or ""}}; a script under way is
+and the children it waited for; runs forked by fork_python.py are not among them), "error":
+traceback or ""}}; a script under way is
 {"running": true} (if the process dies, the script that killed it is the one left so).
 """
 from __future__ import annotations
@@ -50,7 +54,9 @@ def run_script(script: str, args: list[str], stdout_path: str) -> tuple[bool, st
         sys.argv, sys.path[:] = argv, path
 
 
-def main(plan_path: str, status_path: str) -> int:
+def main(plan_path: str, status_path: str, python: str | None = None) -> int:
+    if python:
+        sys.executable = python
     with open(plan_path) as fh:
         plan = json.load(fh)
     status: dict[str, dict] = {}

@@ -13,7 +13,13 @@ script's `--smoke` starts as few processes as what it measures needs: bench_star
 two whole processes (bare and cli, the target's pair), bench_predict_memory.py one process for
 all its measures, bench_teardown.py one child for both settings (its work-around patches
 TensorFlow process-wide), bench_fashion_mnist.py none (its peers run in threads). gpu/run_gpu.sh
-(a shell script starting its own Pythons) and run_all.py (no TensorFlow) run on their own."""
+(a shell script starting its own Pythons) and run_all.py (no TensorFlow) run on their own.
+
+Every Python these start, the runner included, is a fork of one server that imported TensorFlow
+(fork_python.py, one per module: `python_launcher`): a child's TensorFlow import, ~7 CPU seconds
+each and 8 of them (bench_startup.py's pair, bench_predict_memory.py's and bench_teardown.py's
+children, run_gpu.sh's three steps, the runner), measured nothing here. The children still run
+their own command lines end to end, each in a process of its own."""
 from __future__ import annotations
 
 import json
@@ -25,6 +31,8 @@ import traceback
 from pathlib import Path
 
 import pytest
+
+import fork_python
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
@@ -55,6 +63,14 @@ OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.
 
 def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(REPO / "python"), TF_CPP_MIN_LOG_LEVEL="2")
+
+
+@pytest.fixture(scope="module")
+def python_launcher(tmp_path_factory):
+    """A `python` whose runs are forks of a server that imported TensorFlow (fork_python.py)."""
+    server, launcher = fork_python.start(tmp_path_factory.mktemp("fork-python"), _env())
+    yield str(launcher)
+    fork_python.stop(server)
 
 
 def _run(args: list[str], tmp_path: Path, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -119,7 +135,7 @@ def _check_script(script: str, out: Path, stdout: str, tmp_path: Path) -> None:
         raise AssertionError(f"{script}: no checks")
 
 
-def test_benchmark_scripts_smoke(tmp_path):
+def test_benchmark_scripts_smoke(tmp_path, python_launcher):
     """Every Python benchmark script runs to the end in `--smoke` mode and writes what it should;
     a failure names each script that broke, with its traceback."""
     out = tmp_path / "results"
@@ -129,15 +145,17 @@ def test_benchmark_scripts_smoke(tmp_path):
     plan_path, status_path = tmp_path / "plan.json", tmp_path / "status.json"
     plan_path.write_text(json.dumps([{"script": str(BENCH / s), "args": a, "stdout": str(logs / f"{s}.txt")}
                                      for s, a in plan.items()]))
-    # one process for all (module docstring): ~125 CPU seconds (was ~200 before the leaner smoke runs), far
-    # more wall time under load
-    proc = subprocess.run([sys.executable, str(RUNNER), str(plan_path), str(status_path)], cwd=tmp_path, env=_env(),
-                          capture_output=True, text=True, timeout=1800)
+    # one process for all, and forks for the children (module docstring): ~104 CPU seconds with a
+    # fresh Python per child (was ~200 before the leaner smoke runs), far more wall time under load
+    proc = subprocess.run([python_launcher, str(RUNNER), str(plan_path), str(status_path), python_launcher],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=1800)
     status = json.loads(status_path.read_text()) if status_path.exists() else {}
     # what each script cost (shown with the failures, or with `pytest -rP`): the runner's status
-    # file has each script's seconds and CPU seconds (its own and its children's)
+    # file has each script's seconds and CPU seconds (the runner's, not its forked children's)
     print("\n".join(f"{script:28s} {ran['seconds']:7.1f} s {ran['cpu_seconds']:7.1f} CPU s"
                      for script, ran in status.items() if "seconds" in ran))
+    print("forked runs (the runner first, then the scripts' children):\n"
+          + (Path(python_launcher).parent / "fork-python.log").read_text())
     failures, not_run = [], []
     for script in plan:
         ran = status.get(script)
@@ -278,18 +296,22 @@ def _check_tables_speed(out: Path) -> None:
         _check_stats(data["results"]["configs"][name]["steps_per_sec"], name)
 
 
-def test_gpu_script_dry_run_on_cpu(tmp_path):
+def test_gpu_script_dry_run_on_cpu(tmp_path, python_launcher):
     """benchmarks/gpu/run_gpu.sh runs end to end (on the CPU, tiny sizes) and writes its JSON."""
     out = tmp_path / "gpu"
+    # each precision once, XLA once (with a mixed precision): on a CPU an XLA compile of the cnn's step
+    # cost ~4-9 CPU s, and mixed_float16+jit (~13.5 CPU s) covered nothing its parts here do not
     env = dict(os.environ, GPU_BENCH_ALLOW_CPU="1", GPU_BENCH_SMOKE="1", GPU_BENCH_ROUNDS="1",
-               GPU_BENCH_VARIANTS="float32,mixed_bfloat16+jit,mixed_float16+jit", PYTHONPATH=str(REPO / "python"),
+               GPU_BENCH_VARIANTS="float32,mixed_bfloat16+jit,mixed_float16", PYTHONPATH=str(REPO / "python"),
                GPU_BENCH_CHECK_TIMEOUT="300", GPU_BENCH_CNN_TIMEOUT="500", GPU_BENCH_LINEAR_TIMEOUT="300")
     # a loaded 2-core CPU, not an H200: TensorFlow's import alone took over 60 s at load 12
-    proc = subprocess.run(["bash", str(BENCH / "gpu" / "run_gpu.sh"), sys.executable, str(out)], env=env,
+    # its three Pythons are forks of the module's TensorFlow server (module docstring)
+    proc = subprocess.run(["bash", str(BENCH / "gpu" / "run_gpu.sh"), python_launcher, str(out)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cnn = json.loads((out / "gpu_cnn.json").read_text())
-    assert {"cnn@float32", "cnn@mixed_bfloat16+jit", "cnn@mixed_float16+jit"} <= set(cnn["results"])
+    assert {"cnn@float32", "cnn@mixed_bfloat16+jit", "cnn@mixed_float16"} <= set(cnn["results"])
+    assert cnn["results"]["cnn@mixed_bfloat16+jit"]["plan"]["jit_compile"] is True
     assert json.loads((out / "gpu_linear.json").read_text())["results"]["linear"]["configs"]
 
 

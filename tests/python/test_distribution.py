@@ -172,10 +172,11 @@ def test_r_tarball_install_tpuestimator_then_tpu_train(tmp_path):
     assert "Installed tpuestimator into r-tpuestimator" in installed.stderr, installed.stderr[-2000:]
     assert list(venv.glob("lib/python3*/site-packages/tpuestimator/__init__.py")), "it installed nothing into the venv"
 
-    # A new R session finds that virtualenv on its own and trains the bundled example.
+    # A new R session finds that virtualenv on its own and trains the bundled example (no export:
+    # its SavedModel, about 3 CPU s, is the wheel test's; this one is about finding the virtualenv).
     script = r"""
 library(tpuestimatorr)
-run <- tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 50L, verbose = FALSE)
+run <- tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 50L, verbose = FALSE, export = FALSE)
 cat("PYTHON=", reticulate::py_config()$python, "\n", sep = "")
 cat("MODULE=", reticulate::import("tpuestimator")$`__file__`, "\n", sep = "")
 cat("STEP=", run$global_step, "\n", sep = "")
