@@ -55,13 +55,14 @@ POINTS = int(os.environ.get("TPUESTIMATOR_FAULT_POINTS", "5"))
 SEED = int(os.environ.get("TPUESTIMATOR_FAULT_SEED", "13"))
 PER_CHAIN = 5
 MAX_STEPS = 300
+SAVE_EVERY = 20
 # Small loops and frequent checkpoints, so that kills land in loops, checkpoint writes,
 # evaluations (every 100 steps) and exports (best after each evaluation, final at the end).
 # A small learning rate keeps the final loss far from its floor, so that it tells apart
 # runs that saw other batches. (600 steps, evaluations every 200, spent twice the CPU time on
 # the same kinds of fault points.)
 SETTINGS = {"params": {"learning_rate": 0.003},
-            "train": {"max_steps": MAX_STEPS, "iterations_per_loop": 5, "save_checkpoints_steps": 20,
+            "train": {"max_steps": MAX_STEPS, "iterations_per_loop": 5, "save_checkpoints_steps": SAVE_EVERY,
                       "keep_checkpoint_max": 3},
             "eval": {"every_n_steps": 100},
             "export": {"enabled": True, "exporters": ["final", "best"]}}
@@ -121,14 +122,20 @@ def inject(fault: Fault, cmd: list[str], env: dict, model_dir: Path) -> subproce
         start = time.monotonic()
         try:
             while proc.poll() is None and time.monotonic() - start < TIMEOUT_S:
-                if fault.at_time is not None and time.monotonic() - start >= fault.at_time:
-                    break
+                if fault.at_time is not None:
+                    left = fault.at_time - (time.monotonic() - start)
+                    if left <= 0:
+                        break
+                    time.sleep(min(left, 0.05))
+                    continue
                 step = checkpoint_step(model_dir)
-                if fault.at_step is not None and step is not None and step >= fault.at_step and \
-                        (resumes_from is None or step > resumes_from):
+                if step is not None and step >= fault.at_step and (resumes_from is None or step > resumes_from):
                     time.sleep(fault.delay)
                     break
-                time.sleep(0.005)
+                # every 5 ms once the next checkpoint may be the one (a signal lands within ms of it);
+                # every 50 ms while it is two or more checkpoints away (the polls cost CPU s)
+                far = max(step or 0, resumes_from or 0) + 2 * SAVE_EVERY < fault.at_step
+                time.sleep(0.05 if far else 0.005)
             if proc.poll() is None:
                 proc.send_signal(getattr(signal, fault.kind))
             proc.wait(TIMEOUT_S)
