@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import WITHOUT_SKLEARN, without_sklearn
 from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout
 from tpuestimator.cluster.sidecar import SidecarOptions, run_sidecar_evaluator
 from tpuestimator.errors import ConfigError
@@ -53,7 +54,7 @@ def _env() -> dict:
     # tests/python: the tasks load `model: cluster_models:counted_ids`
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(Path(__file__).parent), env.get("PYTHONPATH", "")])
     env.pop("TF_CONFIG", None)
-    return env
+    return without_sklearn(env)  # as on the core install: each task starts 2 CPU s sooner
 
 
 def _addresses(shape: ClusterShape) -> dict:
@@ -118,17 +119,29 @@ def test_parameter_servers_train_asynchronously_without_overlap_and_a_sidecar_ev
     assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == STEPS
 
 
-@pytest.mark.slow
-def test_ps_partition_shards_variables_and_a_trainable_embedding_over_two_ps_tasks(tmp_path):
-    # servers for 2 ps tasks and a worker in the chief's process (ps_sharding_chief.py): the
-    # ps/worker role of `tpuestimator train` is proven above, here only the sharding is
-    script = Path(__file__).with_name("ps_sharding_chief.py")
-    env = dict(_env(), PYTHONPATH=os.pathsep.join([str(REPO / "python"), str(script.parent)]))
-    done = subprocess.run([sys.executable, str(script)], env=env, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=300)
+# 100 steps of 16 examples, 5 steps per scheduled function, 2 loops of 50: both workers run at
+# once all along (ps_in_process_cluster.py)
+COUNT_STEPS, COUNT_BATCH = 100, 16
+
+
+@pytest.fixture(scope="module")
+def in_process_cluster(tmp_path_factory, stress_round) -> dict:
+    """What ps_in_process_cluster.py found on its cluster of 2 workers and 2 ps tasks (servers in
+    the chief's process: one TensorFlow start for the two tests that read it; the ps/worker role
+    of `tpuestimator train` in processes of their own is the test above). Again in each round of
+    stress mode (`stress_round`)."""
+    script = Path(__file__).with_name("ps_in_process_cluster.py")
+    env = dict(_env(), PYTHONPATH=os.pathsep.join([WITHOUT_SKLEARN, str(REPO / "python"), str(script.parent)]))
+    done = subprocess.run([sys.executable, str(script), str(COUNT_STEPS), str(COUNT_BATCH), "5", "50"], env=env,
+                          cwd=str(tmp_path_factory.mktemp("ps")), capture_output=True, text=True, timeout=400)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert done.returncode == 0 and len(lines) == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT "):])
+
+
+@pytest.mark.slow
+def test_ps_partition_shards_variables_and_a_trainable_embedding_over_two_ps_tasks(in_process_cluster):
+    result = in_process_cluster
     assert result["strategy"] == "parameter_server"
     assert result["big_type"] == "ShardedVariable" and result["big_shapes"] == [[500, 64], [500, 64]]
     assert [d.split("/device")[0] for d in result["big_devices"]] == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
@@ -238,28 +251,19 @@ def test_sharded_embedding_without_parameter_servers_is_a_plain_embedding():
 
 
 @pytest.mark.slow
-def test_parameter_servers_lose_no_example_of_the_loss_metric_and_no_step_of_the_optimizer():
+def test_parameter_servers_lose_no_example_of_the_loss_metric_and_no_step_of_the_optimizer(in_process_cluster):
     """Two workers update the loss metric's variables and the optimizer's step counter on the ps
     at once: each update must be one addition on the ps (`steps.add_to_metric`,
     `workarounds.atomic_optimizer_counters`). With Keras's own `update_state` and
     `iterations.assign_add` (a read, then a write) a third of the examples went uncounted and
-    the optimizer counted 73-83 of the 100 steps here, its learning-rate schedule lagging
+    the optimizer counted 72-83 of the 100 steps here, its learning-rate schedule lagging
     (docs/scaling-out.md, Parameter servers)."""
-    from tpuestimator.cluster.local_cluster import LocalCluster
-
-    steps, batch = 100, 16
-    script = Path(__file__).with_name("ps_metric_count_task.py")
-    # 5 steps per scheduled function, 2 loops of 50: both workers run at once all along
-    command = [sys.executable, str(script), str(steps), str(batch), "5", "50"]
-    result = LocalCluster(ClusterShape(workers=2, ps=1), command, env=_env()).start().wait()
-    lines = [ln for ln in result.chief_lines if ln.startswith("RESULT ")]
-    assert result.returncode == 0 and len(lines) == 1, (result.failed_task, result.last_lines, result.chief_lines)
-    out = json.loads(lines[0][len("RESULT "):])
-    assert out["global_step"] == steps and set(out["steps_by_worker"]) == {"0", "1"}, out
+    out = in_process_cluster["metric_count"]
+    assert out["global_step"] == COUNT_STEPS and set(out["steps_by_worker"]) == {"0", "1"}, out
     # read after each loop, before the trainer resets the metric: every loop's examples, exactly
-    assert out["loss_counts"] == [50.0 * batch, 50.0 * batch], out
+    assert out["loss_counts"] == [50.0 * COUNT_BATCH, 50.0 * COUNT_BATCH], out
     # Adam's bias correction and the schedule read the optimizer's count: every step, exactly
-    assert out["optimizer_iterations"] == steps, out
+    assert out["optimizer_iterations"] == COUNT_STEPS, out
     assert out["learning_rate"] == out["schedule_at_global_step"], out
 
 

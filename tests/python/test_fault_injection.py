@@ -11,7 +11,8 @@ end:
   chain must have at least one such stop;
 - after every fault: the latest checkpoint loads and holds only finite values; every run
   record is valid (`runs/validate.py`);
-- after the rerun that completes: the global step is ``train.max_steps``; no temp leftovers
+- after the rerun that completes (`cli.main` in the test's process: no signal comes to it):
+  the global step is ``train.max_steps``; no temp leftovers
   (``*.tmp``, ``*_temp``) in the model dir, its exports or the runs folder, no lock file; the
   final evaluation equals that of an uninterrupted run.
 
@@ -26,8 +27,11 @@ the point and the seed, so it can be replayed.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import logging
 import math
 import os
 import random
@@ -41,6 +45,7 @@ import numpy as np
 import pytest
 import yaml
 
+from helpers import without_sklearn
 from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
@@ -50,13 +55,14 @@ POINTS = int(os.environ.get("TPUESTIMATOR_FAULT_POINTS", "5"))
 SEED = int(os.environ.get("TPUESTIMATOR_FAULT_SEED", "13"))
 PER_CHAIN = 5
 MAX_STEPS = 300
+SAVE_EVERY = 20
 # Small loops and frequent checkpoints, so that kills land in loops, checkpoint writes,
 # evaluations (every 100 steps) and exports (best after each evaluation, final at the end).
 # A small learning rate keeps the final loss far from its floor, so that it tells apart
 # runs that saw other batches. (600 steps, evaluations every 200, spent twice the CPU time on
 # the same kinds of fault points.)
 SETTINGS = {"params": {"learning_rate": 0.003},
-            "train": {"max_steps": MAX_STEPS, "iterations_per_loop": 5, "save_checkpoints_steps": 20,
+            "train": {"max_steps": MAX_STEPS, "iterations_per_loop": 5, "save_checkpoints_steps": SAVE_EVERY,
                       "keep_checkpoint_max": 3},
             "eval": {"every_n_steps": 100},
             "export": {"enabled": True, "exporters": ["final", "best"]}}
@@ -116,14 +122,20 @@ def inject(fault: Fault, cmd: list[str], env: dict, model_dir: Path) -> subproce
         start = time.monotonic()
         try:
             while proc.poll() is None and time.monotonic() - start < TIMEOUT_S:
-                if fault.at_time is not None and time.monotonic() - start >= fault.at_time:
-                    break
+                if fault.at_time is not None:
+                    left = fault.at_time - (time.monotonic() - start)
+                    if left <= 0:
+                        break
+                    time.sleep(min(left, 0.05))
+                    continue
                 step = checkpoint_step(model_dir)
-                if fault.at_step is not None and step is not None and step >= fault.at_step and \
-                        (resumes_from is None or step > resumes_from):
+                if step is not None and step >= fault.at_step and (resumes_from is None or step > resumes_from):
                     time.sleep(fault.delay)
                     break
-                time.sleep(0.005)
+                # every 5 ms once the next checkpoint may be the one (a signal lands within ms of it);
+                # every 50 ms while it is two or more checkpoints away (the polls cost CPU s)
+                far = max(step or 0, resumes_from or 0) + 2 * SAVE_EVERY < fault.at_step
+                time.sleep(0.05 if far else 0.005)
             if proc.poll() is None:
                 proc.send_signal(getattr(signal, fault.kind))
             proc.wait(TIMEOUT_S)
@@ -160,6 +172,26 @@ def leftovers(*folders: Path) -> list[str]:
 
 def final_loss(run_dir: str) -> float:
     return json.loads((Path(run_dir) / "tfruns.d" / "evaluation.json").read_text())["loss"]
+
+
+def run_in_this_process(args: list[str]) -> subprocess.CompletedProcess:
+    """`tpuestimator ARGS` as `cli.main` (what the console script calls) in this process: its
+    exit code, what it printed and its log. For the rerun that completes a chain: no signal
+    comes to it, and a TensorFlow start of its own cost seconds."""
+    from tpuestimator.cli import main
+
+    printed, log = io.StringIO(), io.StringIO()
+    handler, logger = logging.StreamHandler(log), logging.getLogger("tpuestimator")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(printed):
+            code = main(args)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return subprocess.CompletedProcess(args, code, printed.getvalue(), log.getvalue())
 
 
 def uninterrupted_loss(config: Path, model_dir: Path) -> float:
@@ -207,7 +239,7 @@ def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, stress_
                 fault.problems += [f"{row['run_dir']}: {p}" for p in check_run_dir(row["run_dir"])]
             if done.returncode == 0:  # the run completed before the signal: the chain is over
                 break
-        final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        final = run_in_this_process(cmd[3:])  # the rerun that completes
         chains.append({"faults": faults, "model_dir": model_dir, "runs": runs, "final": final, "folder": folder})
     return {"chains": chains, "baseline_loss": uninterrupted_loss(config, base / "baseline")}
 
@@ -223,7 +255,7 @@ def python_env_module():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(repo / "python") + os.pathsep + env.get("PYTHONPATH", "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
+    return without_sklearn(env)  # as on the core install: each run starts 2 CPU s sooner
 
 
 def test_the_plan_is_seeded_and_has_the_asked_number_of_points():
