@@ -6,16 +6,8 @@
 test_that("tpu_predict() of a CSV file reads it in chunks and predicts as the whole data frame does", {
   skip_if_no_tpuestimator()
   work <- local_work_dir()
-  sizes <- c("small", "medium", "large")          # not alphabetical: the training's levels kept
-  code <- rep(c("s", "m", "l"), times = 20)
-  truth <- c(s = "small", m = "medium", l = "large")
-  table <- data.frame(code = code, weight = rep(c(1, 2, 3), times = 20),
-                      size = factor(truth[code], levels = sizes))
-  run <- quietly(tpu_train(table, label = "size", model = "linear", train.max_steps = 40L,
-                           train.batch_size = 8L, train.iterations_per_loop = 20L,
-                           train.save_checkpoints_steps = 40L, eval.batch_size = 8L,
-                           params.learning_rate = 0.3, model_dir = file.path(work, "model"),
-                           runs_dir = file.path(work, "runs"), verbose = FALSE))
+  sizes <- size_levels                            # not alphabetical: the training's levels kept
+  run <- shared_size_classifier()                 # helper-tables-shared.R: code, weight -> size
   set.seed(1)
   newdata <- data.frame(code = sample(c("s", "m", "l", "unseen"), 50, replace = TRUE),
                         weight = round(runif(50, 0, 4), 2))

@@ -51,7 +51,7 @@ test_that("the task from the label is told with the reason and the other choice;
   expect_true("prediction" %in% names(predict(got$value, df[1:2, ])))
   # one default folder per label and model: a second canned model does not meet the first
   expect_true(dir.exists(file.path(work, "models", "table-ozone-linear", "model")))
-  dnn <- quietly(do.call(tpu_train, c(list(df, label = "ozone", model = "dnn", verbose = FALSE,
+  dnn <- quietly(do.call(tpu_train, c(list(df, label = "ozone", model = "dnn", verbose = FALSE, export = FALSE,
                                             params.hidden_units = list(4L)), tiny_steps)))
   expect_identical(normalizePath(dnn$model_dir), normalizePath(file.path(work, "models", "table-ozone-dnn", "model")))
   # the same folder with other rows: refused with the usual choices, nothing rewritten

@@ -6,9 +6,10 @@ tiny_table <- function(n = 40L) {
   data.frame(x = x, z = rev(x), y = 2 * x + 1)
 }
 
+# export = FALSE: nothing here reads an export (the SavedModel write is a fifth of a training)
 tiny_table_args <- list(model = "linear", train.max_steps = 20L, train.batch_size = 8L,
                         train.iterations_per_loop = 10L, train.save_checkpoints_steps = 20L,
-                        eval.batch_size = 8L, verbose = FALSE)
+                        eval.batch_size = 8L, verbose = FALSE, export = FALSE)
 
 test_that("flags on a data frame set the trained model's learning rate and steps; unknown flags are refused", {
   skip_if_no_tpuestimator()
@@ -48,7 +49,8 @@ test_that("training_run() of a table script applies its flags and records into t
     "FLAGS <- tfruns::flags(tfruns::flag_numeric('learning_rate', 0.01))",
     "cars <- data.frame(x = seq_len(40) / 40, y = 2 * seq_len(40) / 40 + 1)",
     "run <- tpu_train(cars, label = 'y', model = 'linear', train.max_steps = 20L, train.batch_size = 8L,",
-    "                 train.iterations_per_loop = 10L, train.save_checkpoints_steps = 20L, eval.batch_size = 8L)"
+    "                 train.iterations_per_loop = 10L, train.save_checkpoints_steps = 20L, eval.batch_size = 8L,",
+    "                 export = FALSE)"
   ), "table.R")
   quietly(tfruns::training_run("table.R", flags = list(learning_rate = 0.3), echo = FALSE, view = FALSE))
   runs <- tfruns::ls_runs()

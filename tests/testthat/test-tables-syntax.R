@@ -39,7 +39,7 @@ test_that("the task note and a one-class label's error write the task argument i
   expect_identical(fix_arguments(message, "task = \"[a-z]+\""), list(task = "regression"))
   df$y <- rep(1:2, 10)  # two whole numbers: inferred classes, the note proposes a regressor
   got <- collect_messages(do.call(tpu_train, c(list(df, label = "y", model = "linear", verbose = TRUE,
-                                                    model_dir = file.path(work, "b")), tiny_steps)))
+                                                    export = FALSE, model_dir = file.path(work, "b")), tiny_steps)))
   note <- grep("^label 'y' holds", got$messages, value = TRUE)
   expect_match(note, "pass task = \"regression\" for a regressor.", fixed = TRUE)
   args <- fix_arguments(note, "task = \"[a-z]+\"")
