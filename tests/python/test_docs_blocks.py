@@ -35,6 +35,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 STEPS = 20   # every training on the pages, shortened to this many steps
+CLUSTER_STEPS = 2   # scaling-out.md's multi-worker cluster: fewer still (SUBSTITUTIONS)
 
 # What differs from the page, per page: (text on the page, what the test runs instead, why).
 # Every `old` must occur in the block it is applied to.
@@ -80,6 +81,9 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
         ("5050", "$PORT", "a free port, not 5050, which another test or program may hold"),
     ],
     "scaling-out.md:cluster": [
+        ("--set run.strategy=multi_worker", f"--set run.strategy=multi_worker --set train.max_steps={CLUSTER_STEPS}",
+         f"job.yaml's 20 steps -> {CLUSTER_STEPS} for the two multi-worker workers: each step is an all-reduce "
+         "between the two processes (~0.25 CPU s a step here); two steps show it synchronising"),
         ("--set run.strategy=parameter_server --model-dir models/job",
          "--set run.strategy=parameter_server --model-dir models/job-ps",
          "the two lines are alternatives: the second trains into a folder of its own"),
@@ -651,8 +655,8 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
     server and a side-car evaluator train models/job-ps, the evaluator recording evaluations."""
     _, block = page_block("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml")
     run_block(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
-    for model in ("job", "job-ps"):
-        assert (job_here / "models" / model / f"ckpt-{STEPS}.index").exists(), model
+    for model, steps in (("job", CLUSTER_STEPS), ("job-ps", STEPS)):
+        assert (job_here / "models" / model / f"ckpt-{steps}.index").exists(), model
     assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
 
 
