@@ -3,9 +3,11 @@
 Each test reads its block from the page at test time (so an edit to the page is what gets
 tested), applies only the substitutions in SUBSTITUTIONS below (each must still match the page,
 or the test fails instead of quietly running something else), and runs it: shell blocks in a
-scratch folder laid out as the page assumes, their plain `tpuestimator ARGS` lines through the
-CLI's main() in the test process (a child process would import TensorFlow again, ~4-5 CPU s a
-line) and every other line in `bash` (`run_block`); Python blocks in process.
+scratch folder laid out as the page assumes, their plain `tpuestimator ARGS` and
+`python SCRIPT.py ARGS` lines (quoted words, globs and the test's variables allowed) in the
+test process, through the CLI's main() or as `python` runs a script (a child process would
+import TensorFlow again, ~5-7 CPU s a line), and every other line in one `bash` kept for the
+whole block (`run_block`); Python blocks in process.
 Outcomes are checked (an export that answers, a run recorded, a bundle that replays, the printed
 lines the page promises), not only exit statuses.
 
@@ -13,7 +15,9 @@ Every `tpuestimator` (and `saved_model_cli`) the bash lines call is this checkou
 two-line shim on PATH (`python -m tpuestimator "$@"` with the test's Python).
 
 One small digits model (20 steps, the getting-started commands) is trained once per module and
-the deploying blocks run against it.
+the deploying blocks run against it. The configs the tests lay out for the pages (digits.yaml,
+job.yaml: the digits example) train 20 steps; job.yaml (scaling-out.md's and data.md's) also
+has `export.enabled: false`, as no block that trains it uses an export.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 STEPS = 20   # every training on the pages, shortened to this many steps
+CLUSTER_STEPS = 2   # scaling-out.md's multi-worker cluster: fewer still (SUBSTITUTIONS)
 
 # What differs from the page, per page: (text on the page, what the test runs instead, why).
 # Every `old` must occur in the block it is applied to.
@@ -58,7 +63,9 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
         ("--representative-batches 10", "--representative-batches 2", "10 calibration batches -> 2"),
     ],
     "tuning.md:cli": [
-        ("train.max_steps=300", "train.max_steps=20", "300 steps -> 20 (digits.yaml's own 1,500 are 20 here too)"),
+        ("train.max_steps=300", "train.max_steps=20 --set export.enabled=false",
+         "300 steps -> 20 (digits.yaml's own 1,500 are 20 here too); no exports: the runs are compared on their "
+         "evaluations"),
     ],
     "debugging.md:diverge": [
         ("--set run.model_dir=models/job   # exit status 1", "--set run.model_dir=models/job || test $? = 1",
@@ -74,6 +81,9 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
         ("5050", "$PORT", "a free port, not 5050, which another test or program may hold"),
     ],
     "scaling-out.md:cluster": [
+        ("--set run.strategy=multi_worker", f"--set run.strategy=multi_worker --set train.max_steps={CLUSTER_STEPS}",
+         f"job.yaml's 20 steps -> {CLUSTER_STEPS} for the two multi-worker workers: each step is an all-reduce "
+         "between the two processes (~0.25 CPU s a step here); two steps show it synchronising"),
         ("--set run.strategy=parameter_server --model-dir models/job",
          "--set run.strategy=parameter_server --model-dir models/job-ps",
          "the two lines are alternatives: the second trains into a folder of its own"),
@@ -116,7 +126,8 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str, str]]] = {
         ("--train_steps 3000", "--train_steps 20", "3,000 steps -> 20"),
     ],
     "tuning.md:python": [
-        ('"train.max_steps=300"', '"train.max_steps=20"', "300 steps -> 20"),
+        ('"train.max_steps=300"', '"train.max_steps=20", "export.enabled=false"',
+         "300 steps -> 20; no exports: `best` is chosen by evaluation loss"),
     ],
 }
 
@@ -173,32 +184,100 @@ def shims(folder: Path) -> dict:
     return env
 
 
-# A line the shell adds nothing to: `tpuestimator` and its arguments, no shell syntax (pipes,
-# redirects, `&`, `;`, variables, globs, substitutions, continuations) outside a comment.
-_SHELL_SYNTAX = re.compile(r"[|&;<>$`*?(){}\\\[\]!~]")
+# A line the shell only splits into words: `tpuestimator ARGS` or `python SCRIPT.py ARGS`, its
+# words plain, quoted ('...' or "...") or globs, `$NAME` only of a variable the script is given
+# (not one it sets), and no other shell syntax (pipes, redirects, `&`, `;`, substitutions...)
+# outside a comment; it may end in `|| test $? = N` (exit status N is then fine too).
+_NOT_PLAIN = set("|&;<>`(){}\\!~")
+_ALSO_FINE = re.compile(r"^(?P<line>.*?)\s*\|\|\s*test \$\? = (?P<status>\d+)\s*$")
+_VARIABLE = re.compile(r"\$(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\})")
 
 
-def _plain_args(line: str) -> list[str] | None:
-    """The arguments of a plain `tpuestimator ARGS  # comment` line, else None."""
-    import shlex
+def _words(code: str, variables: dict) -> list[tuple[str, str | None]] | None:
+    """The words bash splits `code` into, each (its text, its glob pattern when an unquoted `*`,
+    `?` or `[` makes it one); None when `code` needs the shell for more than that."""
+    import glob
 
-    code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
-    if not code.strip() or _SHELL_SYNTAX.search(code):
+    words: list[tuple[str, str | None]] = []
+    text = pattern = quote = ""
+    in_word = is_glob = False
+    i = 0
+    while i < len(code):
+        ch = code[i]
+        i += 1
+        if ch == "$" and quote != "'":
+            found = _VARIABLE.match(code, i - 1)
+            name = found and (found["name"] or found["braced"])
+            if not name or name not in variables:
+                return None
+            value = variables[name]
+            if not quote and re.search(r"[\s*?\[]", value):     # bash would split or glob it
+                return None
+            text, pattern, in_word, i = text + value, pattern + glob.escape(value), True, found.end()
+        elif quote == "'" or quote == '"':
+            if ch == quote:
+                quote = ""
+            elif quote == '"' and ch in "`\\!":
+                return None
+            else:
+                text, pattern = text + ch, pattern + glob.escape(ch)
+        elif ch.isspace():
+            if in_word:
+                words.append((text, pattern if is_glob else None))
+            text = pattern = ""
+            in_word = is_glob = False
+        elif ch == "#" and not in_word:
+            break                                                # a comment
+        elif ch in _NOT_PLAIN:
+            return None
+        else:
+            in_word = True
+            if ch in "'\"":
+                quote = ch
+            else:
+                is_glob = is_glob or ch in "*?["
+                text, pattern = text + ch, pattern + ch
+    if quote:
         return None
-    try:
-        words = shlex.split(code)
-    except ValueError:
+    if in_word:
+        words.append((text, pattern if is_glob else None))
+    return words
+
+
+def _plain_line(line: str, variables: dict) -> tuple[list[tuple[str, str | None]], set[int]] | None:
+    """A plain line's words and the exit statuses it may end with, else None."""
+    statuses = {0}
+    also = _ALSO_FINE.match(line)
+    if also:
+        line, statuses = also["line"], {0, int(also["status"])}
+    words = _words(line, variables)
+    if not words or any(pattern is not None for _, pattern in words[:2]):
         return None
-    return words[1:] if words and words[0] == "tpuestimator" else None
+    if words[0][0] == "tpuestimator" or (words[0][0] == "python" and len(words) > 1 and words[1][0].endswith(".py")):
+        return words, statuses
+    return None
+
+
+def _expand(words: list[tuple[str, str | None]], cwd: Path) -> list[str]:
+    """The words as bash passes them on: a glob replaced by its matches, sorted (the glob itself
+    when nothing matches)."""
+    import glob
+
+    out: list[str] = []
+    for text, pattern in words:
+        out.extend(sorted(glob.glob(pattern, root_dir=cwd)) or [text] if pattern is not None else [text])
+    return out
 
 
 def _run_in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    """`tpuestimator ARGS` through the CLI's main() in this process (it has imported TensorFlow
-    once; a child process would pay its ~4-5 CPU s import again): (status, stdout, stderr), the
-    log lines on stderr as the CLI's own logging setup writes them."""
+    """`tpuestimator ARGS` through the CLI's main(), or `python SCRIPT.py ARGS` as `python` runs
+    a script (`__main__`, its folder first on sys.path), in this process (it has imported
+    TensorFlow once; a child process would pay its ~5-7 CPU s import again): (status, stdout,
+    stderr), the log lines on stderr as the CLI's own logging setup writes them."""
     import contextlib
     import io
     import logging
+    import runpy
 
     from tpuestimator.cli import main
 
@@ -206,28 +285,110 @@ def _run_in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
     handler = logging.StreamHandler(err)
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger()
-    level, before = root.level, os.getcwd()
+    level, handlers, before = root.level, list(root.handlers), os.getcwd()
+    argv, path = list(sys.argv), list(sys.path)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                status = main(args)
-            except SystemExit as stop:    # argparse's exits
-                status = stop.code if isinstance(stop.code, int) else 1
+                if args[0] == "tpuestimator":
+                    status = main(args[1:])
+                else:
+                    script = str(cwd / args[1])
+                    sys.argv[:] = args[1:]
+                    sys.path.insert(0, os.path.dirname(script))
+                    runpy.run_path(script, run_name="__main__")
+                    status = 0
+            except SystemExit as stop:    # argparse's exits, sys.exit()
+                status = stop.code if isinstance(stop.code, int) else 1 if stop.code else 0
     finally:
         os.chdir(before)
-        root.removeHandler(handler)
+        sys.argv[:], sys.path[:] = argv, path
+        root.handlers[:] = handlers       # and what a script's logging.basicConfig() added
         root.setLevel(level)
     return int(status or 0), out.getvalue(), err.getvalue()
 
 
+class _Shell:
+    """One `bash` for all the shell lines of a block, kept between them (the variables they
+    set, the jobs they leave running), which it reads a step at a time from a pipe; `run` gives
+    the output of each. A failing line ends it, as `set -e` does."""
+
+    def __init__(self, cwd: Path, env: dict, deadline: float):
+        import tempfile
+
+        self.deadline = deadline
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self.read_at = [0, 0]
+        steps, self.steps = os.pipe()
+        self.done, done = os.pipe()
+        # each step `eval`ed with the two pipes closed (the jobs it starts do not hold them),
+        # then one byte on `done`; bash ends when the pipe of steps closes
+        loop = (f'while IFS= read -r -d "" _docs_step <&{steps}; do eval "$_docs_step" {steps}<&- {done}>&-; '
+                f"printf . >&{done}; done\n")
+        # as from a terminal: a test run started in the background of a script (`cmd &`) has SIGINT
+        # ignored, which the page's Ctrl-C-stopped servers would inherit and keep
+        self.proc = subprocess.Popen(["bash", "-c", PRELUDE + loop], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.out, stderr=self.err, pass_fds=(steps, done),
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        os.close(steps)
+        os.close(done)
+
+    def output(self) -> tuple[str, str]:
+        """What bash wrote since the last call (read without moving bash's own file offsets)."""
+        texts = []
+        for k, file in enumerate((self.out, self.err)):
+            size = os.fstat(file.fileno()).st_size
+            texts.append(os.pread(file.fileno(), size - self.read_at[k], self.read_at[k]).decode(errors="replace"))
+            self.read_at[k] = size
+        return texts[0], texts[1]
+
+    def run(self, step: str) -> tuple[int | None, str, str]:
+        """Runs `step`: (None when it succeeded, else bash's exit status; stdout; stderr)."""
+        import select
+        import time
+
+        os.write(self.steps, step.encode() + b"\0")
+        while True:
+            ready, _, _ = select.select([self.done], [], [], max(0.0, self.deadline - time.monotonic()))
+            if not ready:
+                self.proc.kill()
+                self.proc.wait()
+                return -9, *self.output()
+            if os.read(self.done, 1):
+                return None, *self.output()
+            return self.proc.wait(), *self.output()          # the pipe ended: bash exited
+
+    def close(self, failed: bool) -> tuple[int, str, str]:
+        """Ends bash, after stopping the jobs it left running when the block failed: (its exit
+        status, what it wrote last)."""
+        import time
+
+        if failed and self.proc.poll() is None:
+            os.write(self.steps, b"kill $(jobs -p) 2>/dev/null; exit 0\0")
+        os.close(self.steps)
+        try:
+            status = self.proc.wait(timeout=max(1.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            status = self.proc.wait()
+        out, err = self.output()
+        os.close(self.done)
+        self.out.close()
+        self.err.close()
+        return status, out, err
+
+
 def run_block(script: str, cwd: Path, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
-    """The script as `bash` runs it, with its plain `tpuestimator ARGS` lines run in this process
-    (`_run_in_process`) and the other lines, in order, in a bash each run of them. A script whose
-    later lines need shell state an earlier run of them left (a background job still running, a
-    variable, `cd`) runs in one bash, whole. Any line's failure stops it, as `set -e` does."""
+    """The script as `bash` runs it, with its plain lines (`_plain_line`: `tpuestimator ARGS`,
+    `python SCRIPT.py ARGS`) run in this process (`_run_in_process`) and the other lines, in
+    order, in one bash kept for the whole script (`_Shell`). A script that changes the folder or
+    the environment the plain lines would run in (`cd`, `export`) runs in one bash, whole. Any
+    line's failure stops it, as `set -e` does."""
+    import time
+
     lines, pending = [], ""
     for line in script.splitlines():        # a continued line (`\\` at its end) joins the next
         pending += line
@@ -236,34 +397,49 @@ def run_block(script: str, cwd: Path, env: dict, timeout: int = 900) -> subproce
             continue
         lines.append(pending)
         pending = ""
-    steps: list[list[str] | str] = []      # a plain line's arguments, or the shell lines between them
+    if re.search(r"^\s*(cd|pushd|popd|export|source|\.|set\s+-a|declare|typeset)\s", "\n".join(lines), re.M):
+        return run_bash(script, cwd, env, timeout)
+    # the variables a plain line may use: the environment's, unless the script sets them
+    variables = {name: value for name, value in env.items()
+                 if not re.search(rf"(^|[\s;&|(]){re.escape(name)}=", script, re.M)}
+    steps: list = []                         # a plain line's (words, statuses), or the shell lines between them
+    heredoc = None
     for line in lines:
-        args = _plain_args(line)
-        if args is not None:
-            steps.append(args)
+        plain = None if heredoc else _plain_line(line, variables)
+        if heredoc and line.strip() == heredoc:
+            heredoc = None
+        elif not heredoc and (opened := re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)):
+            heredoc = opened[1]             # the lines up to its delimiter are the shell's
+        if plain is not None:
+            steps.append(plain)
         elif steps and isinstance(steps[-1], str):
             steps[-1] += line + "\n"
         else:
             steps.append(line + "\n")
-    # shell state a later bash would need: a job left running (`&` not followed by its `ctrl_c`
-    # or `wait`), a variable set, a `cd`: then the whole script runs in one bash
-    for i, step in enumerate(steps):
-        if isinstance(step, str) and i < len(steps) - 1:
-            jobs = [m.end() for m in re.finditer(r"(^|[^&])&($|[^&])", step)]
-            if (re.search(r"^\s*(cd|export|[A-Za-z_][A-Za-z0-9_]*=)", step, re.M)
-                    or (jobs and not re.search(r"\b(ctrl_c|wait)\b", step[jobs[-1]:]))):
-                return run_bash(script, cwd, env, timeout)
     stdout, stderr = [], []
-    for step in steps:
-        if isinstance(step, str):
-            proc = run_bash(step, cwd, env, timeout)
-            stdout.append(proc.stdout)
-            stderr.append(proc.stderr)
-            continue
-        status, out, err = _run_in_process(step, cwd)
-        stdout.append(out)
-        stderr.append(err)
-        assert status == 0, f"tpuestimator {step}: exit {status}\n{''.join(stdout)[-4000:]}\n{''.join(stderr)[-6000:]}"
+    shell, bash_status, failed = None, 0, True
+    try:
+        for step in steps:
+            if isinstance(step, str):
+                shell = shell or _Shell(cwd, env, time.monotonic() + timeout)
+                status, out, err = shell.run(step)
+                stdout.append(out)
+                stderr.append(err)
+                assert status is None, f"exit {status}\n{''.join(stdout)[-4000:]}\n{''.join(stderr)[-6000:]}"
+                continue
+            words, statuses = step
+            args = _expand(words, cwd)
+            status, out, err = _run_in_process(args, cwd)
+            stdout.append(out)
+            stderr.append(err)
+            assert status in statuses, f"{' '.join(args)}: exit {status}\n{''.join(stdout)[-4000:]}\n{''.join(stderr)[-6000:]}"
+        failed = False
+    finally:
+        if shell is not None:
+            bash_status, out, err = shell.close(failed)
+            stdout.append(out)
+            stderr.append(err)
+    assert bash_status == 0, f"bash: exit {bash_status}\n{''.join(stdout)[-4000:]}\n{''.join(stderr)[-6000:]}"
     return subprocess.CompletedProcess(["bash"], 0, "".join(stdout), "".join(stderr))
 
 
@@ -434,11 +610,15 @@ def test_the_debugging_pages_blocks_run(tmp_path, monkeypatch):
 
 @pytest.fixture
 def job_here(tmp_path):
-    """The digits example as `job.yaml` in the working folder (scaling-out.md's `job.yaml`), 20 steps."""
+    """The digits example as `job.yaml` in the working folder (scaling-out.md's `job.yaml`), 20
+    steps and no export (what the pages do with job.yaml is train it; an export is ~1-2 CPU s
+    in each of a cluster's training processes)."""
     from tpuestimator.cli import main
 
     assert main(["example", "digits", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "digits.yaml").read_text().replace("max_steps: 1500", f"max_steps: {STEPS}")
+    assert "\nexport:\n" in text
+    text = text.replace("\nexport:\n", "\nexport:\n  enabled: false\n")
     (tmp_path / "job.yaml").write_text(text.replace("name: digits", "name: job"))
     (tmp_path / "digits.yaml").unlink()
     return tmp_path
@@ -475,8 +655,8 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
     server and a side-car evaluator train models/job-ps, the evaluator recording evaluations."""
     _, block = page_block("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml")
     run_block(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
-    for model in ("job", "job-ps"):
-        assert (job_here / "models" / model / f"ckpt-{STEPS}.index").exists(), model
+    for model, steps in (("job", CLUSTER_STEPS), ("job-ps", STEPS)):
+        assert (job_here / "models" / model / f"ckpt-{steps}.index").exists(), model
     assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
 
 

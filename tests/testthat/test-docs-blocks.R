@@ -2,7 +2,8 @@
 # test reads its block from the page at test time, applies only the substitutions listed in it
 # (each must still match the page), and runs the lines in a scratch folder laid out as the page
 # assumes (a trained models/digits and new/*.tfrecord; digits.yaml; train.R). Trainings are
-# shortened to 20 steps.
+# shortened to 20 steps, and those whose block uses no export skip it (`export = FALSE`: the
+# tunings compare evaluations; an export is about a third of a 20-step training's CPU time).
 
 docs_page <- function(page) {
   path <- file.path(testthat::test_path("..", ".."), "docs", page)
@@ -61,7 +62,7 @@ test_that("docs/deploying.md's R block evaluates an export and predicts new reco
 test_that("docs/tuning.md's tpu_tuning_run() block tunes three learning rates from digits.yaml", {
   skip_if_no_tpuestimator()
   code <- substitute_page(docs_r_block("tuning.md", "runs <- tpu_tuning_run("),
-                          c("train.max_steps = 300" = "train.max_steps = 20"))
+                          c("train.max_steps = 300" = "train.max_steps = 20, export = FALSE"))
   shown <- local_tfruns_page()
   file.copy(list.files(dirname(tpu_example("digits")), full.names = TRUE), ".")    # digits.yaml here
   env <- run_lines(code, new.env(parent = environment()))
@@ -76,7 +77,8 @@ test_that("docs/tuning.md's tpu_tuning_run() block tunes three learning rates fr
 test_that("docs/tuning.md's tfruns script and its training_run() and tuning_run() lines run", {
   skip_if_no_tpuestimator()
   script <- substitute_page(docs_r_block("tuning.md", "# train.R"),
-                            c('flag_integer("max_steps", 300)' = 'flag_integer("max_steps", 20)'))
+                            c('flag_integer("max_steps", 300)' = 'flag_integer("max_steps", 20)',
+                              'tpu_train(tpu_example("digits"))' = 'tpu_train(tpu_example("digits"), export = FALSE)'))
   code <- docs_r_block("tuning.md", 'tfruns::training_run("train.R")')
   shown <- local_tfruns_page()
   writeLines(script, "train.R")
@@ -117,7 +119,7 @@ test_that("the vignettes' eval = FALSE chunks run: the report, TensorBoard and t
   # what a browser would be given (interactive sessions open it; here it is recorded)
   withr::local_options(tpuestimatorr.verbose = FALSE, browser = function(url) opened <<- c(opened, url))
   withr::defer(try(tpu_tensorboard(action = "stop"), silent = TRUE))
-  run <- quietly(tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 20L))
+  run <- quietly(tpu_train(tpu_example("digits", dir = "digits"), train.max_steps = 20L, export = FALSE))
   runs <- quietly(tpu_tuning_run(tpu_example("digits", dir = "digits"), flags = list(learning_rate = c(0.001, 0.01)),
                                  train.max_steps = 20L, export = FALSE))
   env <- new.env(parent = environment())
@@ -143,10 +145,11 @@ test_that("the tfruns vignette's tfruns chunk runs its script under the real tfr
   exprs <- parse(text = code, keep.source = FALSE)
   env <- new.env(parent = environment())
   suppressMessages(eval(exprs[[1]], env))                            # file.copy() of the package's train.R
-  # the one substitution, in the copied script: 300 training steps -> 20
-  script <- readLines("train.R")
-  expect_true(any(grepl('flag_integer("max_steps", 300', script, fixed = TRUE)))
-  writeLines(sub('flag_integer("max_steps", 300', 'flag_integer("max_steps", 20', script, fixed = TRUE), "train.R")
+  # the substitutions, in the copied script: 300 training steps -> 20, no export (unused)
+  script <- substitute_page(readLines("train.R"),
+                            c('flag_integer("max_steps", 300' = 'flag_integer("max_steps", 20',
+                              'tpu_train(tpu_example("digits"))' = 'tpu_train(tpu_example("digits"), export = FALSE)'))
+  writeLines(script, "train.R")
   values <- list()
   utils::capture.output(   # the scripts' echo (training_run() sources them with echo = TRUE)
     values <- lapply(exprs[-1], function(expr) suppressMessages(suppressWarnings(eval(expr, env)))))
