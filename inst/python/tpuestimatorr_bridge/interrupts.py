@@ -129,10 +129,8 @@ def r_interrupts_held() -> Iterator[None]:
             return False
         # R's interrupts are allowed inside the held region only inside an R callback's
         # allowInterrupts: R takes this Ctrl-C itself at its next check there. Python code that
-        # runs meanwhile (R code calling Python, or a finalizer of R's garbage collector dropping
-        # a Python object, whose weakref callbacks run Python) must not take it: a
-        # KeyboardInterrupt raised in a weakref callback is printed as "Exception ignored" and the
-        # Ctrl-C is lost, R's flag already reset.
+        # R runs meanwhile (an R callback calling Python) leaves it to R, so the callback is cut
+        # short by R, as docs/training.md says, and never by an error from inside its Python call.
         return flags.pending and flags.suspended
 
     previous_unraisable_hook = sys.unraisablehook
