@@ -178,9 +178,9 @@ class LocalCluster:
                                        stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
                                        start_new_session=True)  # Ctrl-C reaches us once, we stop the tasks
             task = Task(task_type=kind, index=index, tf_config=tf_config, process=process)
+            self.tasks.append(task)  # before anything else can raise: `stop()` reaches every started task
             task.reader = threading.Thread(target=self._read, args=(task,), name=f"log {task.name}", daemon=True)
             task.reader.start()
-            self.tasks.append(task)
         return self
 
     def _read(self, task: Task) -> None:
@@ -285,8 +285,11 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
     records = _RestartRecords(config, train_args)
     attempt = 0
     while True:
-        cluster = LocalCluster(shape, command, env=env, host=host, on_line=on_line).start()
+        cluster = LocalCluster(shape, command, env=env, host=host, on_line=on_line)
         try:
+            # Started inside the try: a Ctrl-C while the tasks start (they run in their own
+            # sessions, so the terminal's Ctrl-C reaches only us) still stops those started.
+            cluster.start()
             if on_start is not None:
                 on_start(cluster, attempt)
             result = cluster.wait()
