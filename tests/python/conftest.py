@@ -139,9 +139,11 @@ def python_env() -> dict:
     """Environment for subprocesses running the CLI from this checkout, as on the core install:
     scikit-learn (a dev extra, for the tests' own answers) hidden, so Keras does not import it
     (about 2 CPU s of each process; tests/python/without_sklearn)."""
+    from helpers import without_sklearn
+
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).with_name("without_sklearn")), str(REPO / "python"),
-                                         env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env = without_sklearn(env)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return env
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from helpers import without_sklearn
 from tpuestimator.system.faults import RETURN_CODE
 
 pytestmark = pytest.mark.real_process  # TPUESTIMATOR_STRESS=N repeats these (conftest.py)
@@ -37,7 +36,7 @@ def _train_args(tmp_path, fixtures_dir) -> list[str]:
 
 
 def _train(tmp_path, fixtures_dir, python_env, fault):
-    env = dict(without_sklearn(python_env), TPUESTIMATOR_FAULT=fault)  # as on the core install (2 CPU s less)
+    env = dict(python_env, TPUESTIMATOR_FAULT=fault)  # as on the core install (2 CPU s less)
     return subprocess.run([sys.executable, "-c", CLI, *_train_args(tmp_path, fixtures_dir)], env=env,
                           capture_output=True, text=True, timeout=600)
 

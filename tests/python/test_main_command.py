@@ -14,8 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import without_sklearn
-
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -56,7 +54,7 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
               "rows = predict(sys.argv[1], [sys.argv[2]]); "
               "print(json.dumps([[float(v) for v in r['probabilities']] for r in rows]))")
     fresh = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "digits" / "eval.tfrecord")],
-                           env=without_sklearn(python_env), capture_output=True, text=True, timeout=300)
+                           env=python_env, capture_output=True, text=True, timeout=300)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     served = np.asarray(json.loads(fresh.stdout.strip().splitlines()[-1]))
     assert served.shape == ours.shape == (360, 10)
