@@ -6,9 +6,10 @@ Exit status 0 only when every entry run was caught.
 
     nice -n 10 python scripts/mutations.py [--only M3 ...] [--no-baseline] [--keep] [--list]
 
-Where a break goes: an entry's `find` text is looked up in every `.py` and `.R` file under
+Where a break goes: an entry's `find` text is looked up in every `.py`, `.R` and `.sh` file under
 `python/`, `R/`, `inst/` and `scripts/` (so an entry keeps working when a module moves; scripts/
-holds this runner, whose own promises have entries too) and must occur
+holds this runner, whose own promises have entries too), and in README.md and docs/*.md (the
+promises about the pages themselves break by an edit of a page); it must occur
 exactly once; otherwise the entry reports `target not found`, never `caught`.
 
 Which tests: the `Tests:` line names pytest ids (`tests/python/test_x.py::test_name[param]`)
@@ -20,6 +21,10 @@ selects files only; the driver blanks the other blocks, the runner restores the 
 package is loaded from the scratch copy's source, its Python bridge from the scratch copy's
 inst/python and the Python core from its python/ (PYTHONPATH), all three checked after the run.
 Each test's outcome is read from those reports, never from an exit status.
+
+A break must leave the code importable: a mutated Python module is imported (a script compiled)
+before its tests run, and one that no longer imports (it did before) is an `error`, as is an entry
+whose tests failed on an ImportError or SyntaxError: a crash on import is not a caught behaviour.
 
 The verdict: `caught` only when EVERY named test failed (or errored in its body); `partly`
 when some failed and others passed (the detail names those that passed); `MISSED` when none
@@ -57,7 +62,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MUTATIONS = REPO / "tests" / "MUTATIONS.md"
 SEARCHED = ("python", "R", "inst", "scripts")  # folders whose files a `find` text is looked up in
-SUFFIXES = (".py", ".R")
+SUFFIXES = (".py", ".R", ".sh")
+# the pages whose promises are about the pages themselves (every block marked, README one
+# screen, a substituted text still on its page): their breaks are edits of the page
+PAGES = ("README.md", "docs/*.md")
 R_PACKAGE_FILES = ("DESCRIPTION", "NAMESPACE", "R", "inst")   # what an install of the R package reads
 PRIVATE_R_LIBRARY = ".rlib"
 TIMEOUT_S = 1200
@@ -184,8 +192,9 @@ def link_shared(work: Path, repo: Path = REPO) -> Path | None:
 
 
 def searched_files(root: Path) -> list[Path]:
-    return sorted(path for folder in SEARCHED if (root / folder).is_dir()
-                  for path in (root / folder).rglob("*") if path.suffix in SUFFIXES and path.is_file())
+    code = [path for folder in SEARCHED if (root / folder).is_dir()
+            for path in (root / folder).rglob("*") if path.suffix in SUFFIXES and path.is_file()]
+    return sorted(code + [path for pattern in PAGES for path in root.glob(pattern) if path.is_file()])
 
 
 def locate(root: Path, find: str) -> tuple[Path | None, str]:
@@ -442,6 +451,7 @@ class Runner:
         self.r_available = shutil.which("R") is not None and (root / "DESCRIPTION").is_file()
         self.installed_digest: str | None = None
         self.install_error = ""
+        self.imports_unmutated: dict[str, str] = {}   # module -> its import problem before any break
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, TPUESTIMATOR_FIXTURES=str(self.root / "tests" / "fixtures"),
@@ -473,6 +483,17 @@ class Runner:
             shutil.rmtree(lib / "tpuestimatorr", ignore_errors=True)
         else:
             self.installed_digest, self.install_error = digest, ""
+
+    def import_problem(self, module: str | None, path: Path) -> str:
+        """The last line of the error importing `module` (or compiling the script `path`), "" when it loads."""
+        code = ("import importlib, sys; importlib.import_module(sys.argv[1])" if module
+                else "import sys; compile(open(sys.argv[1], encoding='utf-8').read(), sys.argv[1], 'exec')")
+        env = self.env()
+        env["PYTHONPATH"] = os.pathsep.join([str(self.root / "inst" / "python"), env["PYTHONPATH"]])
+        proc = subprocess.run([sys.executable, "-c", code, module or str(path)], cwd=self.root, env=env,
+                              capture_output=True, text=True, timeout=600)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        return "" if proc.returncode == 0 else (lines[-1] if lines else f"exit {proc.returncode}")
 
     def _run(self, cmd: list[str], log: Path) -> tuple[int | None, float]:
         """Exit status (None: timed out) of `cmd`, in its own process group, killed on a timeout."""
@@ -562,6 +583,24 @@ class Runner:
         return {t: outcomes[t] for t in tests}
 
 
+def python_module(root: Path, path: Path) -> str | None:
+    """The dotted name `path` is imported by (from python/ or inst/python/), None for a script."""
+    for folder in (root / "python", root / "inst" / "python"):
+        if path.is_relative_to(folder):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return None
+
+
+IMPORT_FAILURE = re.compile(r"^(?:E\s+)?(ImportError|ModuleNotFoundError|SyntaxError|IndentationError)\b")
+
+
+def import_failures(outcomes: dict[str, ReportedOutcome]) -> list[str]:
+    """The named tests that failed because code did not import, not because behaviour broke."""
+    return [f"{t.rsplit('/', 1)[-1]} ({o.message})" for t, o in outcomes.items()
+            if o.status in CAUGHT_STATUSES and IMPORT_FAILURE.match(o.message)]
+
+
 def apply_and_test(runner: Runner, mutation: Mutation) -> Outcome:
     root = runner.root
     path, why = locate(root, mutation.find)
@@ -569,13 +608,25 @@ def apply_and_test(runner: Runner, mutation: Mutation) -> Outcome:
         return Outcome(mutation, "target not found", detail=why)
     original = path.read_text(encoding="utf-8")
     where = str(path.relative_to(root))
+    module = python_module(root, path) if path.suffix == ".py" else None
+    if module and module not in runner.imports_unmutated:
+        runner.imports_unmutated[module] = runner.import_problem(module, path)
     path.write_text(original.replace(mutation.find, mutation.replace, 1), encoding="utf-8")
     start = time.monotonic()
     try:
+        # a mutant that does not import fails every test that touches it: that is a broken
+        # mutation, not a caught one (a behaviour break must leave the code importable)
+        problem = runner.import_problem(module, path) if path.suffix == ".py" else ""
+        if problem and not runner.imports_unmutated.get(module or ""):
+            return Outcome(mutation, "error", where, time.monotonic() - start,
+                           f"the mutant does not import: {problem}")
         outcomes = runner.run(mutation.tests, mutation.key)
     finally:
         path.write_text(original, encoding="utf-8")
     result, detail = classify(outcomes)
+    crashed = import_failures(outcomes)
+    if result in ("caught", "partly") and crashed:
+        result, detail = "error", "failed on an import, not on behaviour: " + "; ".join(crashed)
     return Outcome(mutation, result, where, time.monotonic() - start, detail)
 
 

@@ -156,12 +156,25 @@ def test_a_duplicate_id_and_a_mutation_naming_a_missing_test_are_reported():
     assert any("MUTATIONS.md M1" in p and "test_gone" in p for p in ledger_problems(ok, broken))
 
 
+def mutations_runner():
+    """scripts/mutations.py as a module (it is a script, not in a package)."""
+    import importlib.util
+    import sys
+
+    if "mutations_runner" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("mutations_runner", REPO / "scripts" / "mutations.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module   # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    return sys.modules["mutations_runner"]
+
+
 def finds_not_found_once(mutations_text: str, root: Path = REPO) -> list[str]:
     """Entries whose `find` text (with its final newline, as scripts/mutations.py reads it) does
-    not occur exactly once in the .py and .R files under python/, R/, inst/ and scripts/: the runner
-    would report them `target not found`, never caught."""
-    sources = [p.read_text(errors="replace") for folder in ("python", "R", "inst", "scripts")
-               for p in (root / folder).rglob("*") if p.suffix in (".py", ".R") and p.is_file()]
+    not occur exactly once in the files the runner searches (its `searched_files`: code under
+    python/, R/, inst/ and scripts/, README.md and docs/*.md): the runner would report them
+    `target not found`, never caught."""
+    sources = [p.read_text(errors="replace") for p in mutations_runner().searched_files(root)]
     problems = []
     for block in re.split(r"^## ", mutations_text, flags=re.M)[1:]:
         ident = block.split(".", 1)[0]

@@ -233,8 +233,9 @@ def test_a_test_that_does_not_pass_unmutated_is_named_by_the_baseline():
 
 
 def test_end_to_end_on_a_tiny_repository(tmp_path):
-    """The whole runner on a git repository of one module and two tests: caught, partly, MISSED,
-    target not found, a missing test id, a test that fails unmutated; the working tree untouched."""
+    """The whole runner on a git repository of two modules and four tests: caught, partly, MISSED,
+    target not found, a missing test id, a test that fails unmutated, a mutant that does not import
+    and one whose test fails on an import; the working tree untouched."""
     repo = tmp_path / "tiny"
     shutil.copy(SCRIPT, write(repo / "scripts" / "mutations.py", ""))
     module = write(repo / "python" / "tiny" / "__init__.py", "def add(a, b):\n    return a + b\n\n\nLIMIT = 3\n")
@@ -249,9 +250,14 @@ def test_end_to_end_on_a_tiny_repository(tmp_path):
 
         def test_limit():
             assert LIMIT == 4
+
+        def test_helper():
+            from tiny.more import helper
+            assert helper() == 1
         """))
+    write(repo / "python" / "tiny" / "more.py", "def helper():\n    return 1\n")
     entry = "## {key}. {title}\n\nTests: {tests}\n\n```find\n{find}\n```\n\n```replace\n{replace}\n```\n\n"
-    ids = {name: f"`tests/python/test_tiny.py::{name}`" for name in ("test_add", "test_positive", "test_limit")}
+    ids = {name: f"`tests/python/test_tiny.py::{name}`" for name in ("test_add", "test_positive", "test_limit", "test_helper")}
     write(repo / "tests" / "MUTATIONS.md", "# Mutations\n\n" + "".join(entry.format(**e) for e in [
         dict(key="M1", title="Subtracts", tests=ids["test_add"], find="    return a + b", replace="    return a - b"),
         dict(key="M2", title="Off by one", tests=ids["test_add"] + " " + ids["test_positive"],
@@ -262,6 +268,8 @@ def test_end_to_end_on_a_tiny_repository(tmp_path):
         dict(key="M5", title="No such test", tests="`tests/python/test_tiny.py::test_gone`",
              find="    return a + b", replace="    return 0"),
         dict(key="M6", title="Broken unmutated", tests=ids["test_limit"], find="LIMIT = 3", replace="LIMIT = 5"),
+        dict(key="M7", title="Does not import", tests=ids["test_add"], find="LIMIT = 3", replace="LIMIT = = 3"),
+        dict(key="M8", title="Renamed", tests=ids["test_helper"], find="def helper():", replace="def helpers():"),
     ]))
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
@@ -271,13 +279,16 @@ def test_end_to_end_on_a_tiny_repository(tmp_path):
             for line in proc.stdout.splitlines() if line.startswith("| M")}
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert {key: row[3] for key, row in rows.items()} == {
-        "M1": "caught", "M2": "partly", "M3": "MISSED", "M4": "target not found", "M5": "error", "M6": "error"}, \
+        "M1": "caught", "M2": "partly", "M3": "MISSED", "M4": "target not found", "M5": "error", "M6": "error",
+        "M7": "error", "M8": "error"}, \
         proc.stdout + proc.stderr
     assert rows["M1"][2] == "python/tiny/__init__.py"
     assert rows["M2"][5] == "passed: test_tiny.py::test_positive"
     assert rows["M5"][5].startswith("fails unmutated: test_tiny.py::test_gone: not in the report (no such test")
     assert rows["M6"][5].startswith("fails unmutated: test_tiny.py::test_limit: failed (assert 3 == 4")
-    assert "1 of 6 caught" in proc.stdout
+    assert rows["M7"][5].startswith("the mutant does not import: SyntaxError"), rows["M7"]
+    assert rows["M8"][5].startswith("failed on an import, not on behaviour: test_tiny.py::test_helper (ImportError"), rows["M8"]
+    assert "1 of 8 caught" in proc.stdout
     assert module.read_text() == "def add(a, b):\n    return a + b\n\n\nLIMIT = 3\n"   # the scratch copy took the breaks
 
     listed = subprocess.run([sys.executable, str(repo / "scripts" / "mutations.py"), "--list", "--only", "M2"],
