@@ -23,6 +23,7 @@ from typing import Any
 
 from tpuestimator.models.column_spec import ColumnSpec, columns_as_dicts, parse_columns
 from tpuestimator.models.feature_columns import input_name
+from tpuestimator.spec import called_as_written
 
 
 def encoded_features(columns: Mapping[str, ColumnSpec]) -> dict[str, tuple[list[int], str]]:
@@ -98,6 +99,7 @@ class TablePreprocessor:
         """The raw values it takes: name -> ([], dtype name)."""
         return {name: ([], raw_dtype(c)) for name, c in self.columns.items() if c.stored}
 
+    @called_as_written
     def __call__(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         import tensorflow as tf
 
