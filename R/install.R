@@ -1,7 +1,8 @@
 #' Install the tpuestimator Python package
 #'
-#' Creates a Python virtualenv (with [reticulate::virtualenv_create()]) and
-#' pip-installs the `tpuestimator` Python package into it, from a local source
+#' Creates a Python virtualenv (with [reticulate::virtualenv_create()], upgrading
+#' only pip in it) and pip-installs the `tpuestimator` Python package and its
+#' requirements into it, from a local source
 #' folder (a checkout holding `pyproject.toml`) or from a package index (a version
 #' this R package supports, see [tpuestimatorr-package]).
 #' Restart R afterwards; the package then uses this virtualenv automatically
@@ -51,9 +52,14 @@ install_tpuestimator <- function(envname = "r-tpuestimator", extra = NULL, path 
   }
 
   if (!reticulate::virtualenv_exists(envname)) {
-    args <- list(envname = envname)
+    # Without reticulate's default packages (numpy, setuptools and wheel at their newest): numpy
+    # comes with tpuestimator's requirements at the versions they declare, in the one resolver
+    # run below, and pip builds a source folder in an isolated environment with the setuptools
+    # pyproject.toml asks for. Only pip is upgraded first.
+    args <- list(envname = envname, packages = FALSE)
     if (!is.null(python)) args$python <- as_string(python, "python")
     do.call(reticulate::virtualenv_create, args)
+    reticulate::virtualenv_install(envname, packages = "pip", ignore_installed = FALSE, ...)
   }
   suffix <- if (length(extra)) paste0("[", paste(extra, collapse = ","), "]") else ""
   spec <- if (is.null(path)) {

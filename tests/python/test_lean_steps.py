@@ -138,3 +138,36 @@ def test_evaluation_decoded_a_window_at_a_time_gives_the_batches_decoding_each_b
         got = list(make_input_fn(section, mode)({"batch_size": 7}).as_numpy_iterator())
         assert len(got) == len(want) and len(want[-1][1]) < 7  # a partial last batch
         _assert_same_batches(got, want)
+
+
+def _sign_converted(x):
+    if x > 0:  # a Python `if` on a tensor: legal in a graph only once AutoGraph converts it
+        return x
+    return -x
+
+
+def _sign_as_written(x):
+    if x > 0:
+        return x
+    return -x
+
+
+def test_the_librarys_graph_helpers_are_called_as_written_not_converted_by_autograph():
+    """`spec.called_as_written`: inside a tf.function AutoGraph calls a marked function as written
+    (no conversion, whose parse-and-rewrite each new process paid on its first trace). Seen
+    through a tensor `if`, which only conversion makes legal: the unmarked twin converts and runs,
+    the marked one raises. The library's own helpers in every train and eval step carry the mark."""
+    from tpuestimator.core.loops import all_finite
+    from tpuestimator.core.steps import add_to_metric
+    from tpuestimator.spec import called_as_written, model_inputs, split_element
+
+    marked = called_as_written(_sign_as_written)
+    assert tf.function(lambda x: _sign_converted(x))(tf.constant(-2.0)).numpy() == 2.0
+    with pytest.raises(TypeError, match="tf.Tensor. as a Python .bool."):
+        tf.function(lambda x: marked(x))(tf.constant(-2.0))
+    for helper in (split_element, model_inputs, add_to_metric, all_finite):
+        assert getattr(helper, "autograph_info__", None) is not None, helper.__name__
+    # called as written, they still build the same values
+    features, labels = tf.function(lambda e: split_element(e))(({"a": tf.constant([1.0])}, tf.constant([2])))
+    assert features["a"].numpy().tolist() == [1.0] and labels.numpy().tolist() == [2]
+    assert tf.function(lambda v: all_finite(v))([tf.Variable([1.0, float("inf")])]).numpy() == np.False_

@@ -143,3 +143,62 @@ def test_missing_package_without_network_says_so(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 1
     assert "apt-get update failed (no network" in proc.stderr and "tpuestimator-no-such-package" in proc.stderr
+
+
+def _stub_venv(root: Path, calls: Path) -> None:
+    """A .venv whose python logs every call and succeeds: pip 'installs' instantly and nothing
+    real is touched, while the script's own decisions (reinstall or not, which extras) run as written."""
+    (root / ".venv" / "bin").mkdir(parents=True)
+    stub = root / ".venv" / "bin" / "python"
+    stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\nexit 0\n")
+    stub.chmod(0o755)
+
+
+def _setup(root: Path, calls: Path, *extras: str) -> list[str]:
+    """The pip installs one run of setup_python.sh made (`-m pip install ...` lines)."""
+    calls.unlink(missing_ok=True)
+    proc = subprocess.run(["bash", "scripts/setup_python.sh", *extras], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != "TF_SPEC"})
+    assert proc.returncode == 0, proc.stderr
+    ran = calls.read_text().splitlines() if calls.exists() else []
+    return [line for line in ran if line.startswith("-m pip install")]
+
+
+def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_then(tmp_path):
+    """setup_python.sh skips pip when the stamp says the same pyproject.toml, TensorFlow pin and
+    a superset of the extras were installed; a new extra, an edited pyproject.toml (an extra's or
+    the core's dependencies) or another TF_SPEC must reinstall, naming every extra installed so far."""
+    root = _scratch_checkout(tmp_path)
+    calls = tmp_path / "calls.log"
+    _stub_venv(root, calls)
+    stamp = root / ".venv" / ".tpuestimator-stamp"
+
+    first = _setup(root, calls, "dev")
+    assert first[-1] == "-m pip install -q -e .[cpu,dev]", first
+    assert stamp.read_text().splitlines()[1].split() == ["cpu", "dev"]
+    assert _setup(root, calls, "dev") == []        # same inputs: instant
+    assert _setup(root, calls) == []              # a subset (scripts/main.sh after the tests): instant
+
+    added = _setup(root, calls, "beam")           # an extra not installed yet
+    assert added[-1] == "-m pip install -q -e .[beam,cpu,dev]", added   # dev kept: nothing dropped
+    assert _setup(root, calls, "dev", "beam") == []
+
+    # An extra's dependencies change in pyproject.toml: its hash in the stamp no longer matches.
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text()
+    assert 'beam = ["apache-beam' in text
+    pyproject.write_text(text.replace('beam = ["apache-beam', 'beam = ["crcmod>=1.7", "apache-beam', 1))
+    changed = _setup(root, calls, "beam")
+    assert changed and changed[-1] == "-m pip install -q -e .[beam,cpu]", changed
+    assert _setup(root, calls, "beam") == []
+
+    # The core's dependencies change.
+    pyproject.write_text(pyproject.read_text().replace('"pandas>=2",', '"pandas>=2.1",', 1))
+    assert _setup(root, calls, "beam")[-1] == "-m pip install -q -e .[beam,cpu]"
+
+    # Another TensorFlow pin.
+    calls.unlink(missing_ok=True)
+    proc = subprocess.run(["bash", "scripts/setup_python.sh", "beam"], cwd=root, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TF_SPEC="tensorflow-cpu==2.20.*"))
+    assert proc.returncode == 0, proc.stderr
+    assert "-m pip install -q tensorflow-cpu==2.20.*" in calls.read_text().splitlines()

@@ -1,8 +1,9 @@
 """Tables as TFLite files: a classifier (binary and multi-class) and a regressor with numeric,
 bucketized, logical (identity) and string vocabulary columns convert, the file is verified
 against the SavedModel on the eval rows and answers what `predict_table` answers on raw
-values; columns TFLite's built-in ops cannot preprocess (hashed, crossed, whole-number
-vocabularies) are refused before anything is written, naming the column."""
+values; whole-number vocabularies convert too (compared with the values, no hash table);
+columns TFLite's built-in ops cannot preprocess (hashed, crossed, a whole-number vocabulary
+with no out-of-vocabulary bucket) are refused before anything is written, naming the column."""
 from __future__ import annotations
 
 import os
@@ -100,10 +101,73 @@ def test_columns_tflite_cannot_preprocess_are_refused_naming_the_column(tmp_path
     assert not target.exists()
 
 
-def test_a_whole_number_vocabulary_is_refused():
-    refusal = litert.table_refusal({"cylinders": {"type": "categorical", "dtype": "int64", "vocabulary": [4, 6]},
+def _training_rows(data_dir: Path) -> pd.DataFrame:
+    """The training split as written (tf.train.Example records), as a data frame."""
+    import tensorflow as tf
+
+    rows = []
+    for path in sorted(data_dir.glob("train-*.tfrecord")):
+        for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+            feature = tf.train.Example.FromString(record).features.feature
+            rows.append({"cylinders": feature["cylinders"].int64_list.value[0],
+                         "mpg": feature["mpg"].float_list.value[0]})
+    return pd.DataFrame(rows)
+
+
+def test_whole_numbers_are_looked_up_as_whole_numbers_with_integer_lookups_indices():
+    """WholeNumberLookup: by hand, and against Keras's IntegerLookup (what it replaced) for 1-3
+    out-of-vocabulary buckets, on values in and out of the vocabulary (negative ones too)."""
+    import keras
+    import tensorflow as tf
+
+    from tpuestimator.models.table_preprocessing import WholeNumberLookup
+
+    values = tf.constant([4, 6, 8, 5, -1, 100], tf.int64)
+    # 6 is first: index 1 (after the one OOV bucket, 0), 4 -> 2, 8 -> 3; 5, -1 and 100 -> 0
+    np.testing.assert_array_equal(WholeNumberLookup([6, 4, 8], 1)(values).numpy(), [2, 1, 3, 0, 0, 0])
+    # two buckets: an unseen value goes to floormod(value, 2): 5 -> 1, -1 -> 1, 100 -> 0
+    np.testing.assert_array_equal(WholeNumberLookup([6, 4, 8], 2)(values).numpy(), [3, 2, 4, 1, 1, 0])
+    rng = np.random.default_rng(3)
+    vocabulary = [int(v) for v in rng.choice(np.arange(-50, 50), size=20, replace=False)]
+    many = tf.constant(rng.integers(-60, 60, size=500), tf.int64)
+    for buckets in (1, 2, 3):
+        reference = keras.layers.IntegerLookup(vocabulary=vocabulary, num_oov_indices=buckets, mask_token=None)
+        ours = WholeNumberLookup(vocabulary, buckets)(many)
+        assert ours.dtype == tf.int32
+        np.testing.assert_array_equal(ours.numpy(), reference(many).numpy())
+
+
+def test_a_whole_number_vocabulary_converts_and_answers_as_the_saved_model(tmp_path):
+    """A regressor on one whole-number vocabulary (cylinders 4, 6, 8): the .tflite file answers
+    as the SavedModel and predict_table, an unseen count going to the out-of-vocabulary bucket in
+    both; a linear model trained to convergence predicts each count's mean mpg in the training
+    rows (least squares on one-hot indices), computed here with pandas."""
+    frame = pd.read_csv(CARS)[["cylinders", "mpg"]]
+    config = {"train": {"batch_size": 48, "max_steps": 400, "iterations_per_loop": 200, "save_checkpoints_steps": 400},
+              "eval": {"batch_size": 16}, "params": {"learning_rate": 0.3}}
+    result = train_table(frame, label="mpg", model="linear", out_dir=tmp_path, config=config,
+                         feature_columns={"cylinders": {"type": "categorical"}})
+    columns = open_export(result.export_dir).meta["table"]["feature_columns"]
+    assert columns["cylinders"]["dtype"] == "int64" and sorted(columns["cylinders"]["vocabulary"]) == [4, 6, 8]
+    lite = export_model(str(result.model_dir), str(tmp_path / "lite"), format="tflite")
+    assert lite.tflite["passed"] and lite.tflite["max_rel_diff"] <= litert.FLOAT_TOLERANCE, lite.tflite
+
+    rows = pd.DataFrame({"cylinders": [4, 6, 8, 5, 12]})  # 5 and 12 were never seen
+    ours = _interpreter_on(lite, rows, columns)["prediction"]
+    expected = predict_table(result.export_dir, rows)["prediction"]
+    np.testing.assert_allclose(ours, expected, rtol=1e-5)
+    assert ours[3] == pytest.approx(ours[4], abs=1e-6)           # one OOV bucket for both
+    means = _training_rows(tmp_path / "data").groupby("cylinders")["mpg"].mean()
+    np.testing.assert_allclose(ours[:3], means.loc[[4, 6, 8]].to_numpy(), atol=1e-3)
+
+
+def test_a_whole_number_vocabulary_without_an_oov_bucket_is_refused():
+    refusal = litert.table_refusal({"cylinders": {"type": "categorical", "dtype": "int64", "vocabulary": [4, 6],
+                                                  "oov_buckets": 0},
                                     "origin": {"type": "categorical", "dtype": "string", "vocabulary": ["us"]}})
-    assert refusal and "'cylinders' is int64 categorical" in refusal and "IntegerLookup" in refusal
+    assert refusal and "'cylinders' is int64 categorical without an out-of-vocabulary bucket" in refusal
+    assert "IntegerLookup" in refusal and "declare oov_buckets 1" in refusal
+    assert litert.table_refusal({"cylinders": {"type": "categorical", "dtype": "int64", "vocabulary": [4, 6]}}) is None
     assert litert.table_refusal({"origin": {"type": "categorical", "dtype": "string", "vocabulary": ["us"]},
                                  "weight": {"type": "numeric"}, "automatic": {"type": "identity"},
                                  "w": {"type": "bucketized"}}) is None

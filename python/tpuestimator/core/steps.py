@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.tracing import device_function
-from tpuestimator.spec import model_inputs, split_element
+from tpuestimator.spec import called_as_written, model_inputs, split_element
 
 
 def call_model(state, features, training: bool):
@@ -70,6 +70,7 @@ def make_train_step(state, forward_backward, *, per_step_values: bool = False):
     return replica_step
 
 
+@called_as_written
 def add_to_metric(metric, *args):
     """`metric.update_state(*args)` made of atomic additions, for metrics whose update adds to
     every variable (`Mean`, `Sum`: the train metrics).

@@ -1,6 +1,6 @@
 """The preprocessing of a table's raw values into what the model receives, with Keras 3's
-preprocessing layers (Normalization, Discretization, StringLookup, IntegerLookup, Hashing,
-HashedCrossing), built from the feature columns (`models.feature_columns`) with no `adapt()`: the
+preprocessing layers (Normalization, Discretization, StringLookup, Hashing, HashedCrossing;
+whole-number vocabularies are looked up by `WholeNumberLookup`, as IntegerLookup would), built from the feature columns (`models.feature_columns`) with no `adapt()`: the
 vocabularies and statistics come from the training split, through the manifest.
 
 String lookups and hashing cannot run on a TPU core, so in training they run in the input
@@ -23,6 +23,7 @@ from typing import Any
 
 from tpuestimator.models.column_spec import ColumnSpec, columns_as_dicts, parse_columns
 from tpuestimator.models.feature_columns import input_name
+from tpuestimator.spec import called_as_written
 
 
 def encoded_features(columns: Mapping[str, ColumnSpec]) -> dict[str, tuple[list[int], str]]:
@@ -56,11 +57,15 @@ class TablePreprocessor:
                         if c.normalized else None
                 elif kind == "bucketized":
                     layers[name] = keras.layers.Discretization(bin_boundaries=list(c.boundaries))
-                elif kind == "categorical":
-                    lookup = keras.layers.StringLookup if c.dtype == "string" else keras.layers.IntegerLookup
-                    vocab = [str(v) for v in c.vocabulary] if c.dtype == "string" else [int(v) for v in c.vocabulary]
-                    layers[name] = lookup(vocabulary=vocab, num_oov_indices=c.cardinality - len(vocab),
-                                          mask_token=None)
+                elif kind == "categorical" and c.dtype == "string":
+                    layers[name] = keras.layers.StringLookup(vocabulary=[str(v) for v in c.vocabulary],
+                                                             num_oov_indices=c.cardinality - len(c.vocabulary),
+                                                             mask_token=None)
+                elif kind == "categorical" and c.cardinality > len(c.vocabulary):
+                    layers[name] = WholeNumberLookup([int(v) for v in c.vocabulary], c.cardinality - len(c.vocabulary))
+                elif kind == "categorical":  # no out-of-vocabulary bucket: an unseen value is an error
+                    layers[name] = keras.layers.IntegerLookup(vocabulary=[int(v) for v in c.vocabulary],
+                                                              num_oov_indices=0, mask_token=None)
                 elif kind in ("hashed", "crossed"):
                     layers[name] = (keras.layers.Hashing if kind == "hashed" else keras.layers.HashedCrossing)(
                         num_bins=int(c.buckets))
@@ -86,7 +91,7 @@ class TablePreprocessor:
                     variance=[self.columns[n].variance for n in self.normalized])
                 self.block(tf.zeros([1, len(self.normalized)]))
         self.module = tf.Module(name="table_preprocessing")
-        self.module.layers = {k: v for k, v in layers.items() if v is not None}
+        self.module.layers = {k: v for k, v in layers.items() if v is not None and not isinstance(v, WholeNumberLookup)}
         self.layers = layers
 
     @property
@@ -94,6 +99,7 @@ class TablePreprocessor:
         """The raw values it takes: name -> ([], dtype name)."""
         return {name: ([], raw_dtype(c)) for name, c in self.columns.items() if c.stored}
 
+    @called_as_written
     def __call__(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         import tensorflow as tf
 
@@ -133,6 +139,32 @@ class TablePreprocessor:
 
     def cardinalities(self) -> dict[str, int]:
         return {k: c.cardinality for k, c in self.columns.items() if c.type != "numeric"}
+
+
+class WholeNumberLookup:
+    """A whole-number vocabulary's lookup as comparisons with the vocabulary, no hash table:
+    a value in it -> its position + `oov_buckets`, any other value -> floormod(value,
+    oov_buckets), the indices Keras's IntegerLookup(vocabulary, num_oov_indices=oov_buckets,
+    mask_token=None) gives. IntegerLookup's int64-keyed hash table is no op TFLite's built-in
+    ops have (their tables map strings); equal, argmax, reduce_any, floormod and select are, so
+    an export with whole-number vocabularies converts to TFLite as it is. Memory: a [batch,
+    vocabulary] comparison, at most 1000 values (`feature_columns.MAX_VOCABULARY` infers no more).
+    """
+
+    def __init__(self, vocabulary: list[int], oov_buckets: int):
+        self.vocabulary = [int(v) for v in vocabulary]
+        self.oov_buckets = int(oov_buckets)
+
+    def __call__(self, value):
+        import tensorflow as tf
+
+        value = tf.cast(value, tf.int64)
+        unseen = tf.cast(tf.math.floormod(value, self.oov_buckets), tf.int32)
+        if not self.vocabulary:
+            return unseen
+        matches = tf.equal(tf.expand_dims(value, -1), tf.constant(self.vocabulary, tf.int64))
+        position = tf.argmax(matches, axis=-1, output_type=tf.int32)
+        return tf.where(tf.reduce_any(matches, axis=-1), position + self.oov_buckets, unseen)
 
 
 def _flat(value):

@@ -8,9 +8,10 @@ The converter is TensorFlow's own (`tf.lite.TFLiteConverter`), the check runs Te
 not frozen by the converter (the .tflite would read uninitialised variables: NaN), so the
 numeric outputs are frozen into constants first (`convert_variables_to_constants_v2`).
 
-A table model's export takes raw strings and numbers and looks them up in the lookup tables of
-Keras's StringLookup / IntegerLookup layers; freezing keeps those tables (they are no
-variables) and the converter turns them into TFLite's built-in hash-table ops. What TFLite's
+A table model's export takes raw strings and numbers and looks strings up in the lookup tables
+of Keras's StringLookup layers; freezing keeps those tables (they are no variables) and the
+converter turns them into TFLite's built-in hash-table ops. Whole numbers are looked up by
+comparison with their vocabulary (`table_preprocessing.WholeNumberLookup`), built-in ops too. What TFLite's
 built-in ops cannot run (the string hashing of `hashed` and `crossed` columns) is refused by
 `table_refusal` before anything is exported, naming the column.
 
@@ -43,30 +44,34 @@ OUTPUTS = ("probabilities", "class_id")
 REGRESSION_OUTPUTS = ("prediction",)
 # Table columns whose preprocessing TFLite's built-in ops do not run: Keras's Hashing and
 # HashedCrossing hash with TensorFlow ops (StringToHashBucketFast, SparseCrossHashed), and
-# IntegerLookup builds an int64-keyed hash table (TFLite's built-in hash tables map strings).
+# IntegerLookup, left only for a whole-number vocabulary declared with no out-of-vocabulary
+# bucket, builds an int64-keyed hash table (TFLite's built-in hash tables map strings). Other
+# whole-number vocabularies are compared with the values (`WholeNumberLookup`) and convert.
 # With the Select TF ops (the Flex delegate) the converter takes them, but TensorFlow's own
 # Python interpreter has no Flex delegate: such a file could not be verified against the
 # SavedModel, so it is not written.
 UNCONVERTIBLE_COLUMNS = {
     "hashed": "hashes its values (Keras Hashing: TensorFlow's StringToHashBucketFast op)",
     "crossed": "hashes a cross of columns (Keras HashedCrossing: TensorFlow's SparseCrossHashed op)",
-    "int64 categorical": "looks whole numbers up in an int64-keyed hash table (Keras IntegerLookup); TFLite's "
-                         "built-in hash tables have string keys",
+    "int64 categorical without an out-of-vocabulary bucket": (
+        "looks whole numbers up in an int64-keyed hash table (Keras IntegerLookup, kept for oov_buckets 0; "
+        "declare oov_buckets 1 to convert); TFLite's built-in hash tables have string keys"),
 }
 
 
 def table_refusal(columns) -> str | None:
     """Why a table model with these feature columns cannot be a TFLite model, or None when it can.
 
-    Numeric, bucketized, identity and string vocabulary (`categorical`) columns convert;
-    `hashed`, `crossed` and whole-number `categorical` columns do not (`UNCONVERTIBLE_COLUMNS`).
+    Numeric, bucketized, identity and vocabulary (`categorical`, string or whole-number) columns
+    convert; `hashed`, `crossed` and whole-number vocabularies with `oov_buckets` 0 do not
+    (`UNCONVERTIBLE_COLUMNS`).
     """
     from tpuestimator.models.column_spec import parse_columns
 
     for name, column in parse_columns(columns).items():
         kind = column.type
-        if kind == "categorical" and column.dtype == "int64":
-            kind = "int64 categorical"
+        if kind == "categorical" and column.dtype == "int64" and column.cardinality == len(column.vocabulary):
+            kind = "int64 categorical without an out-of-vocabulary bucket"
         reason = UNCONVERTIBLE_COLUMNS.get(kind)
         if reason:
             return (f"column {name!r} is {kind}: its preprocessing {reason}, which TFLite's built-in ops do not "
