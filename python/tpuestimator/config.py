@@ -249,6 +249,9 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
 
 
 def _finish(raw: dict, source: str | None, overrides: tuple[str, ...], base_dir: str | None) -> JobConfig:
+    from tpuestimator.tables.stopping import apply_table_stopping
+
+    apply_table_stopping(raw)  # a table's training stops early unless its config says otherwise
     validate(raw, source=source)
     filled = _deep_merge(copy.deepcopy(DEFAULTS), raw)
     _check_semantics(filled, source)
