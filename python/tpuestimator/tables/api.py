@@ -86,9 +86,8 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
     """
     from tpuestimator.jobs.job import run_job
     from tpuestimator.tables.frames import read_table
-    from tpuestimator.tables.write import check_split, is_table, write_table
-
     from tpuestimator.tables.stopping import early_stopping_config
+    from tpuestimator.tables.write import check_split, is_table, write_table
 
     check_split(split)
     config = with_early_stopping(config, early_stopping_config(early_stopping))

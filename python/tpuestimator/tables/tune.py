@@ -57,8 +57,8 @@ def tune_table(source: Any, *, label: str, flags: Mapping[str, Any], model: str 
     from tpuestimator.jobs.tune import flag_grid, tuning_run
     from tpuestimator.models.canned import PARAM_DEFAULTS
     from tpuestimator.tables.api import table_config, table_flag_overrides, with_early_stopping
-    from tpuestimator.tables.stopping import early_stopping_config
     from tpuestimator.tables.frames import read_table
+    from tpuestimator.tables.stopping import early_stopping_config
     from tpuestimator.tables.write import write_table
 
     config = with_early_stopping(config, early_stopping_config(early_stopping))
