@@ -119,5 +119,7 @@ def test_the_evaluation_cadence_is_a_tenth_of_the_steps_or_an_epoch(steps, loop,
 def test_a_bad_early_stopping_argument_is_refused_naming_it(tmp_path):
     with pytest.raises(ConfigError, match="early_stopping"):
         _train(tmp_path / "bad", early_stopping="yes")
+    with pytest.raises(ConfigError, match="early_stopping.*patient is none of them"):
+        _train(tmp_path / "bad", early_stopping={"patient": 3})
     assert not (tmp_path / "bad").exists()
     assert TABLE_EARLY_STOPPING == {"metric": "loss", "mode": "min", "patience": 5, "restore_best": True}

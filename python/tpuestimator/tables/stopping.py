@@ -21,6 +21,7 @@ from typing import Any
 # Patience 5 of 10 evaluations: a run stops once the held-out loss has not improved for half
 # of its planned evaluations; the best evaluation's weights are the ones exported.
 TABLE_EARLY_STOPPING = {"metric": "loss", "mode": "min", "patience": 5, "restore_best": True}
+RULE_FIELDS = ("metric", "mode", "patience", "min_delta", "restore_best")  # eval.early_stopping's
 EVALUATIONS = 10  # evaluations planned over train.max_steps (every max_steps // 10 steps)
 
 
@@ -126,9 +127,11 @@ def early_stopping_config(value: Any, *, field: str = "early_stopping") -> dict:
         return {}
     if value is False or value is None:
         return {"eval": {"early_stopping": None}}
-    if isinstance(value, Mapping):
+    unknown = sorted(set(value) - set(RULE_FIELDS)) if isinstance(value, Mapping) else []
+    if isinstance(value, Mapping) and not unknown:
         # complete here: a config mapped before its manifest is written (flags) is validated as it is
         metric = value.get("metric", TABLE_EARLY_STOPPING["metric"])
         return {"eval": {"early_stopping": {**TABLE_EARLY_STOPPING, "mode": metric_mode(metric), **dict(value)}}}
     raise ConfigError(field, value, "True (stop on the held-out loss, patience 5), False (train max_steps) or "
-                      "the rule's fields, e.g. {'patience': 10} or {'metric': 'accuracy'}")
+                      f"the rule's fields ({', '.join(RULE_FIELDS)}), e.g. {{'patience': 10}} or {{'metric': 'accuracy'}}"
+                      + (f"; {', '.join(unknown)} is none of them" if unknown else ""))
