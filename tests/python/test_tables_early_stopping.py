@@ -67,6 +67,16 @@ def test_a_table_stops_early_and_exports_its_best_evaluation(stopped):
     assert int(properties["global_step"]) == stopped.global_step
 
 
+def test_exporting_a_stopped_table_model_exports_the_best_evaluations_weights(stopped):
+    from tpuestimator.jobs.model_dir_jobs import export_model
+
+    exported = export_model(stopped.model_dir, format="saved_model").path  # `tpuestimator export MODEL_DIR`
+    assert os.path.basename(exported) == str(stopped.best_step)
+    held_out = _noise(40, 1).drop(columns=["y"])
+    np.testing.assert_allclose(predict_table(exported, held_out)["prob_1"],
+                               predict_table(stopped.export_dir, held_out)["prob_1"], atol=1e-6)
+
+
 def test_turning_early_stopping_off_trains_max_steps_and_exports_the_last(tmp_path, stopped):
     result = _train(tmp_path / "noise", early_stopping=False)
     assert result.global_step == MAX_STEPS and not result.stopped_early and result.best_step is None

@@ -310,10 +310,11 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             break
     if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
         metrics = evaluate(step)
+        if stopper and rule.restore_best:
+            should_stop(step, metrics)  # the last evaluation may be the best: its weights are then kept
     best_step = stopper.best_step if stopper else None
     restored_step = None
-    if (rule and rule.restore_best and best_step is not None and best_step != step and metrics is not None
-            and not improved(metrics.get(rule.metric), stopper.best, rule.mode, rule.min_delta)
+    if (rule and rule.restore_best and best_step is not None and best_step != step
             and restore_best_weights(estimator, best_step)):
         # The final evaluation, the exports and the run's metrics are the best evaluation's model.
         restored_step = best_step
@@ -321,9 +322,6 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         logger.info("%s at step %d; the best evaluation was step %d (%s %s): its weights are restored, evaluated "
                     "and exported", "stopped early" if stopped_early else "trained to the end", step, best_step,
                     rule.metric, metrics.get(rule.metric))
-    elif best_step is not None and best_step != step and metrics is not None and improved(
-            metrics.get(rule.metric), stopper.best, rule.mode, rule.min_delta):
-        best_step = step  # the final evaluation (after the last loop's) beat every earlier one
     export_step = step if restored_step is None else restored_step
     for exporter in (eval_spec.exporters if eval_spec else ()):
         path = exporter.at_end(estimator, export_step, metrics)
