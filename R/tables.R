@@ -178,13 +178,14 @@ apply_table_transforms <- function(newdata, transforms, env = globalenv()) {
 
 train_table_run <- function(table, label, model, feature_columns, missing, split, task, overrides, model_dir,
                             runs_dir, export, verbose, progress, flags = NULL, transforms = NULL,
-                            transforms_env = NULL) {
+                            transforms_env = NULL, early_stopping = TRUE) {
   label <- as_string(label, "label")
   if (!label %in% names(table)) {
     stop("`label` is \"", label, "\", which is not a column of the data frame; the columns are: ",
          paste(names(table), collapse = ", "), ".", call. = FALSE)
   }
   model <- as_string(model %||% "dnn", "model")
+  early_stopping <- table_early_stopping_arg(early_stopping)
   tfruns_dir <- tfruns_active_run_dir()  # defined in tfruns.R; NULL outside tfruns::training_run()
   # Inside training_run(), a folder per run that tfruns does not copy (as run_job's default
   # model dir there), so each run of a tuning_run() trains its own model.
@@ -204,6 +205,7 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   # `model_dir =` is the model's folder itself (its table under model_dir/data).
   if (!is.null(model_dir)) args$model_dir <- normalizePath(model_dir, mustWork = FALSE)
   if (!is.null(flags)) args$flags_json <- r_to_json(flags)
+  args$early_stopping <- early_stopping
   args$run_dir <- tfruns_dir
   if (!is.null(task)) args$task <- as_string(task, "task")
   if (!is.null(feature_columns)) args$feature_columns <- r_to_py_json(feature_columns)
@@ -218,10 +220,42 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   result <- with_python(do.call(py_bridge()$train_table, args))
   run <- tpu_run_from_result(result)
   if (!is.null(tfruns_dir)) tfruns_warn_model_dir(run$model_dir, tfruns_dir)
+  run$stopped_early <- isTRUE(reticulate::py_to_r(result$stopped_early))
+  run$best_step <- scalar_or_null(reticulate::py_to_r(result$best_step))
+  if (verbose) {
+    note <- early_stopping_note(run)
+    if (!is.null(note)) message(note)
+  }
   run$table <- list(label = label, levels = if (is.factor(table[[label]])) levels(table[[label]]) else NULL,
                     transforms = transforms, env = transforms_env)
   if (verbose) message("run recorded in ", run$run_dir)
   run
+}
+
+# `early_stopping` of tpu_train() on a table: TRUE, FALSE or a named list of the rule's fields
+# (as JSON, so 10 and 10L both arrive as the integer the config's schema wants).
+table_early_stopping_arg <- function(early_stopping) {
+  if (isTRUE(early_stopping) || isFALSE(early_stopping)) return(early_stopping)
+  fields <- c("metric", "mode", "patience", "min_delta", "restore_best")
+  if (is.list(early_stopping) && length(early_stopping) && !is.null(names(early_stopping)) &&
+      all(names(early_stopping) %in% fields)) {
+    return(r_to_py_json(early_stopping))
+  }
+  arg_error("early_stopping", early_stopping, paste0(
+    "TRUE (stop on the held-out loss, patience 5), FALSE (train every step) or a named list of ",
+    paste(fields, collapse = ", "), ", such as list(patience = 10L)"))
+}
+
+# The line saying where a table's training stopped and which evaluation's model it kept; NULL
+# when it trained every step and kept the last.
+early_stopping_note <- function(run) {
+  rule <- run$config$eval$early_stopping
+  best <- run$best_step
+  if (is.null(rule) || is.null(best) || (!run$stopped_early && isTRUE(best == run$global_step))) return(NULL)
+  kept <- paste0("the held-out ", rule$metric, " was best at step ", best, ", whose model is evaluated and exported")
+  if (!run$stopped_early) return(paste0("Trained to step ", run$global_step, "; ", kept, "."))
+  paste0("Training stopped early at step ", run$global_step, " of ", run$config$train$max_steps, ": ", kept,
+         " (early_stopping = FALSE trains every step).")
 }
 
 # `missing` of tpu_train()/tpu_tuning_run() on a table: one policy, or a named list of them.

@@ -110,6 +110,14 @@
 #'   strictly between 0 and 1, or a data frame of evaluation rows with the same columns.
 #' @param task With a data frame: `"classification"` or `"regression"` (default
 #'   inferred from the label).
+#' @param early_stopping With a data frame: `TRUE` (default) evaluates on the
+#'   held-out rows every `train.max_steps / 10` steps or every epoch, whichever
+#'   is sooner, stops when the held-out loss has not improved for 5 evaluations,
+#'   and evaluates and exports the model of the best evaluation (a message says
+#'   where it stopped and which step was best); `FALSE` trains every step and
+#'   exports the last; a list sets the rule's fields, the others keeping these
+#'   defaults: `list(patience = 10L)`, `list(metric = "accuracy")` (`mode`
+#'   `"min"` or `"max"` follows the metric), `list(min_delta = 0.01)`.
 #' @section Tables:
 #' `tpu_train(mtcars, label = "mpg")` or `tpu_train(mpg ~ ., data = mtcars)`
 #' trains a canned model on a data frame: the rows are split (`split` held out
@@ -184,7 +192,8 @@
 tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs_dir = NULL,
                       verbose = getOption("tpuestimatorr.verbose", TRUE), ..., flags = NULL, export = TRUE,
                       progress = NULL, resume = FALSE, cluster = NULL, data = NULL, label = NULL,
-                      model = NULL, feature_columns = NULL, missing = NULL, split = 0.2, task = NULL) {
+                      model = NULL, feature_columns = NULL, missing = NULL, split = 0.2, task = NULL,
+                      early_stopping = TRUE) {
   # base::missing(), not the `missing` argument of the tables
   if (base::missing(flags)) flags <- tfruns_active_flags()  # defined in tfruns.R; NULL outside training_run()
   flags <- as_flag_list(flags)
@@ -205,7 +214,8 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     return(train_table_run(table$data, table$label, model, if (length(feature_columns)) feature_columns, missing,
                            split, task, overrides, as_nullable_path(model_dir, "model_dir"),
                            as_nullable_path(runs_dir, "runs_dir"), export, verbose, progress, flags,
-                           transforms = table$transforms, transforms_env = table$env))
+                           transforms = table$transforms, transforms_env = table$env,
+                           early_stopping = early_stopping))
   }
   if (!is.null(model)) overrides <- c(overrides, paste0("model=", as_string(model, "model")))
   if (is.character(model_fn)) {

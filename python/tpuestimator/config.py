@@ -2,7 +2,11 @@
 
 The JSON Schema in ``schema/config.schema.json`` is the single source of truth; the R
 package validates through this module too. Nothing here imports TensorFlow, so every
-invalid field fails before TensorFlow starts.
+invalid field fails before TensorFlow starts (a table's manifest on gs:// is read with it).
+
+Over 400 lines: the end of the file fills a table's early stopping (`apply_table_stopping`),
+which must see the config as the user wrote it, before the schema's defaults hide whether
+`eval.early_stopping` was given, so it belongs to the loader.
 """
 from __future__ import annotations
 
@@ -249,6 +253,7 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
 
 
 def _finish(raw: dict, source: str | None, overrides: tuple[str, ...], base_dir: str | None) -> JobConfig:
+    apply_table_stopping(raw)  # a table's training stops early unless its config says otherwise
     validate(raw, source=source)
     filled = _deep_merge(copy.deepcopy(DEFAULTS), raw)
     _check_semantics(filled, source)
@@ -385,3 +390,97 @@ def dump_config(cfg: JobConfig, path: str) -> None:
     from tpuestimator.system.io import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+# ---------------------------------------------------------------- a table's early stopping
+# Issue 34 item 8 (`tpuestimator.tables.stopping` says why): a config naming a table's manifest
+# stops early on its held-out split unless it says otherwise.
+# Patience 5 of 10 evaluations: a run stops once the held-out loss has not improved for half
+# of its planned evaluations; the best evaluation's weights are the ones exported.
+TABLE_EARLY_STOPPING = {"metric": "loss", "mode": "min", "patience": 5, "restore_best": True}
+RULE_FIELDS = ("metric", "mode", "patience", "min_delta", "restore_best")  # eval.early_stopping's
+EVALUATIONS = 10  # evaluations planned over train.max_steps (every max_steps // 10 steps)
+
+
+def metric_mode(metric: str) -> str:
+    """'min' for a metric that is better lower (loss, error, mae, mse, rmse), else 'max'."""
+    lower = ("loss", "error", "mae", "mse", "rmse")
+    return "min" if any(word in str(metric) for word in lower) else "max"
+
+
+def table_manifest(path: str) -> dict | None:
+    """The manifest at `path` (a manifest.json or its folder) when it is a table's (one with
+    the inferred `feature_columns` and a `label`), else None. A missing or unreadable file is
+    not known to be a table (the data layer reports it when the job reads its data)."""
+    try:
+        if "://" in path:
+            import tensorflow as tf  # gfile reads gs:// too
+
+            if tf.io.gfile.isdir(path):
+                path = path.rstrip("/") + "/manifest.json"
+            with tf.io.gfile.GFile(path, "r") as fh:
+                manifest = json.loads(fh.read())
+        else:
+            if os.path.isdir(path):
+                path = os.path.join(path, "manifest.json")
+            with open(path, encoding="utf-8") as fh:
+                manifest = json.load(fh)
+    except Exception:  # noqa: BLE001 - any unreadable manifest: not known to be a table
+        return None
+    is_table = isinstance(manifest, dict) and "feature_columns" in manifest and bool(manifest.get("label"))
+    return manifest if is_table else None
+
+
+def apply_table_stopping(raw: dict) -> None:
+    """Fills `raw` (a config dict, before the schema's defaults) with a table's early stopping,
+    in place; a config that is not a table's is left as it is."""
+    data = raw.get("data")
+    manifest = data.get("manifest") if isinstance(data, dict) else None
+    table = table_manifest(manifest) if isinstance(manifest, str) else None
+    if table is None:
+        return
+    section = raw.setdefault("eval", {})
+    if section is None:
+        section = raw["eval"] = {}
+    if not isinstance(section, dict):
+        return  # the schema names the bad section
+    if "early_stopping" not in section:
+        section["early_stopping"] = dict(TABLE_EARLY_STOPPING)
+    rule = section["early_stopping"]
+    if rule is False:
+        section["early_stopping"] = None  # `--set eval.early_stopping=false` reads as off
+    if not isinstance(rule, dict):
+        return
+    metric = rule.get("metric", TABLE_EARLY_STOPPING["metric"])
+    section["early_stopping"] = {**TABLE_EARLY_STOPPING, "mode": metric_mode(metric), **rule}
+    if section.get("every_n_steps") is None:
+        train = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+        steps = train.get("max_steps") or train.get("steps")
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+            rows = ((table.get("splits") or {}).get("train") or {}).get("count")
+            batch = train.get("batch_size") or DEFAULTS["train"]["batch_size"]
+            epoch = -(-int(rows) // int(batch)) if isinstance(rows, int) and isinstance(batch, int) else None
+            every, loop = evaluation_cadence(steps, train.get("iterations_per_loop"), epoch)
+            section["every_n_steps"] = every
+            if loop is not None:
+                raw.setdefault("train", {})["iterations_per_loop"] = loop
+
+
+def evaluation_cadence(steps: int, iterations_per_loop: Any, epoch_steps: int | None = None) -> tuple[int, int | None]:
+    """(eval.every_n_steps, train.iterations_per_loop to set or None): an evaluation every
+    `steps / EVALUATIONS` steps, or every epoch (`epoch_steps`) when that is sooner: small
+    tables overfit within a few epochs (infert's `dnn`, 198 training rows: the held-out loss
+    is lowest after 25 steps, 4 epochs). Evaluations happen at loop boundaries: with the
+    default loop (100 steps) the cadence is rounded down to a divisor of 100 (1, 2, 4, 5, 10,
+    20, 25, 50) or a multiple of it, the loop shortened to match; a loop the config sets
+    rounds the cadence to its multiples."""
+    every = max(1, steps // EVALUATIONS)
+    if epoch_steps:
+        every = max(1, min(every, epoch_steps))
+    if isinstance(iterations_per_loop, int) and not isinstance(iterations_per_loop, bool) and iterations_per_loop > 0:
+        return max(iterations_per_loop, every // iterations_per_loop * iterations_per_loop), None
+    default_loop = DEFAULTS["train"]["iterations_per_loop"]
+    if every >= default_loop:
+        return every // default_loop * default_loop, None
+    every = max(d for d in range(1, every + 1) if default_loop % d == 0)
+    return every, every

@@ -69,12 +69,14 @@ class WatchSpec:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EarlyStopping:
     """Stop when `metric` has not improved by `min_delta` for `patience` evaluations
-    (`eval.early_stopping`; `core.training.train_and_evaluate` takes it as it is)."""
+    (`eval.early_stopping`; `core.training.train_and_evaluate` takes it as it is). With
+    `restore_best`, the best evaluation's weights are restored when training ends."""
 
     metric: str
     mode: str = "min"
     patience: int = 3
     min_delta: float = 0.0
+    restore_best: bool = False
 
     def __post_init__(self):
         if self.mode not in ("min", "max"):

@@ -33,6 +33,12 @@ def print_metrics(metrics: dict, stream=None) -> None:
         print(f"  {key:<14} {shown}", file=stream)
 
 
+def restored_best(result) -> bool:
+    """Whether the job ended on the weights of an earlier, better evaluation (`restore_best`)."""
+    rule = (result.config.get("eval") or {}).get("early_stopping") or {}
+    return bool(rule.get("restore_best")) and result.best_step is not None and result.best_step != result.global_step
+
+
 def run(args) -> int:
     from tpuestimator.cluster.sidecar import run_sidecar_evaluator
     from tpuestimator.cluster.tasks import serve, task_duty
@@ -64,7 +70,9 @@ def run(args) -> int:
                      export=not args.no_export, hooks=[bar], resume=args.resume, model_fn=model_fn,
                      handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
     bar.close()
-    print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else ""))
+    print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else "")
+          + (f"; the best evaluation was step {result.best_step}, its model is evaluated and exported"
+             if restored_best(result) else ""))
     if result.metrics:
         print("final evaluation:")
         print_metrics(result.metrics)

@@ -88,6 +88,7 @@ class EarlyStoppingHook(Hook):
             state = read_state(state_path)
             if state.get("metric") == monitor and state.get("mode") == mode:
                 self.best, self.bad_evals = state.get("best"), state.get("bad_evals", 0)
+                self.best_step = state.get("best_step")
 
     def after_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
         self.update(step, metrics)
@@ -108,7 +109,8 @@ class EarlyStoppingHook(Hook):
             self.bad_evals += 1
         if self.state_path:
             atomic_write_json(self.state_path, {"metric": self.monitor, "mode": self.mode, "best": self.best,
-                                                "bad_evals": self.bad_evals, "step": step})
+                                                "best_step": self.best_step, "bad_evals": self.bad_evals,
+                                                "step": step})
         stop = self.bad_evals > self.patience
         if stop and not self.stop_training:
             self.stop_training = True

@@ -26,6 +26,10 @@ logger = logging.getLogger(__name__)
 # In the model dir: the step of the last evaluation whose exports completed (a resumed job
 # completes an evaluation a kill skipped, `due_evaluation_missing`).
 EVAL_STATE_FILE = "last_evaluation.json"
+# In the model dir, with `early_stopping.restore_best`: the weights of the best evaluation so far,
+# `ckpt-<step>` (the checkpoint manager keeps only the newest `keep_checkpoint_max`, and with
+# patience 5 the best one is 6 evaluations old when training stops).
+BEST_WEIGHTS_DIR = "best_weights"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,11 +174,49 @@ def make_exporters(names: Iterable[str], base_dir: str, *, keep: int = 5, best_m
 
 @dataclasses.dataclass
 class TrainEvalResult:
+    """`global_step`: the step trained to (the latest checkpoint's); `best_step`: with early
+    stopping, the step of the best evaluation; `restored_step`: with `restore_best`, the step
+    whose weights were restored at the end (the final metrics and exports are that step's),
+    None when the last weights were the best."""
+
     metrics: dict | None
     history: list
     exports: dict
     stopped_early: bool
     global_step: int
+    best_step: int | None = None
+    restored_step: int | None = None
+
+
+def keep_best_weights(estimator, step: int) -> str:
+    """Writes the weights of the evaluation at `step` (the best so far) to
+    ``<model_dir>/best_weights/ckpt-<step>`` and removes the older ones; returns the prefix."""
+    import tensorflow as tf
+
+    from tpuestimator.core.checkpointing import checkpoint_dir
+
+    folder = os.path.join(checkpoint_dir(estimator.model_dir), BEST_WEIGHTS_DIR)
+    prefix = estimator.state.checkpoint.write(os.path.join(folder, f"ckpt-{step}"))
+    for name in tf.io.gfile.listdir(folder):
+        if not name.startswith(f"ckpt-{step}."):
+            tf.io.gfile.remove(os.path.join(folder, name))
+    return prefix
+
+
+def restore_best_weights(estimator, step: int) -> bool:
+    """Loads the weights `keep_best_weights` wrote for `step`; False (with a warning) when
+    they are not there (a model dir trained before `restore_best` was on)."""
+    import tensorflow as tf
+
+    from tpuestimator.core.checkpointing import checkpoint_dir
+
+    prefix = os.path.join(checkpoint_dir(estimator.model_dir), BEST_WEIGHTS_DIR, f"ckpt-{step}")
+    if not tf.io.gfile.exists(prefix + ".index"):
+        logger.warning("early stopping: the weights of the best evaluation (step %d) are not in %s; the last "
+                       "weights are kept", step, os.path.dirname(prefix))
+        return False
+    estimator.restore_checkpoint(prefix)
+    return True
 
 
 def last_evaluated_step(model_dir: str) -> int | None:
@@ -208,8 +250,8 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
     max_steps = train_spec.max_steps
     cadence = EvalCadence(eval_spec.every_n_steps if eval_spec else None, max_steps)
     metrics = None
-    if eval_spec and eval_spec.early_stopping:
-        rule = eval_spec.early_stopping
+    rule = eval_spec.early_stopping if eval_spec else None
+    if rule:
         stopper = EarlyStoppingHook(rule.metric, mode=rule.mode, patience=rule.patience, min_delta=rule.min_delta,
                                     state_path=os.path.join(estimator.model_dir, "early_stopping.json"),
                                     field="eval.early_stopping.metric")
@@ -232,13 +274,19 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
         return result
 
+    def should_stop(at_step: int, result: dict) -> bool:
+        stop = stopper.update(at_step, result)
+        if rule.restore_best and stopper.best_step == at_step:
+            keep_best_weights(estimator, at_step)
+        return stop
+
     if eval_spec and due_evaluation_missing(estimator.model_dir, step, cadence):
         # The previous run saved this checkpoint and was killed before its evaluation (and its
         # best export): without this, that evaluation would be skipped for good.
         logger.warning("the checkpoint at step %d has no evaluation (the run that saved it stopped before it): "
                        "evaluating it before training on", step)
         metrics = evaluate(step)
-        if stopper and stopper.update(step, metrics):
+        if stopper and should_stop(step, metrics):
             stopped_early = True
             max_steps = step  # trains no further; the end (final exports) runs as usual
 
@@ -252,7 +300,7 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         hook_stop = estimator.stop_training
         if eval_spec and cadence.eval_due(step, stop_requested=hook_stop):
             metrics = evaluate(step)
-            if stopper and stopper.update(step, metrics):
+            if stopper and should_stop(step, metrics):
                 stopped_early = True
                 break
         if hook_stop:  # a hook (early stopping, stop-at-step, an R callback) asked to stop
@@ -262,12 +310,25 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             break
     if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
         metrics = evaluate(step)
+        if stopper and rule.restore_best:
+            should_stop(step, metrics)  # the last evaluation may be the best: its weights are then kept
+    best_step = stopper.best_step if stopper else None
+    restored_step = None
+    if (rule and rule.restore_best and best_step is not None and best_step != step
+            and restore_best_weights(estimator, best_step)):
+        # The final evaluation, the exports and the run's metrics are the best evaluation's model.
+        restored_step = best_step
+        metrics = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
+        logger.info("%s at step %d; the best evaluation was step %d (%s %s): its weights are restored, evaluated "
+                    "and exported", "stopped early" if stopped_early else "trained to the end", step, best_step,
+                    rule.metric, metrics.get(rule.metric))
+    export_step = step if restored_step is None else restored_step
     for exporter in (eval_spec.exporters if eval_spec else ()):
-        path = exporter.at_end(estimator, step, metrics)
+        path = exporter.at_end(estimator, export_step, metrics)
         if path:
             exports[exporter.name] = path
     best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
     if best and best[0].best().get("export"):
         exports["best"] = best[0].best()["export"]
     return TrainEvalResult(metrics=metrics, history=history, exports=exports, stopped_early=stopped_early,
-                           global_step=step)
+                           global_step=step, best_step=best_step, restored_step=restored_step)

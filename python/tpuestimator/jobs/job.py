@@ -85,6 +85,9 @@ class JobResult:
     config: dict
     exports: dict = dataclasses.field(default_factory=dict)
     stopped_early: bool = False
+    # With `eval.early_stopping`: the step of the best evaluation (with `restore_best`, the
+    # step whose weights `metrics` and the exports are); None without early stopping.
+    best_step: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -331,7 +334,8 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     exports = dict(outcome.exports)
     if export and exp.enabled and not exporters:
         exports["final"] = estimator.export_saved_model(os.path.join(export_base, "final"),
-                                                        version=outcome.global_step, serving_inputs=serving_inputs,
+                                                        version=outcome.restored_step or outcome.global_step,
+                                                        serving_inputs=serving_inputs,
                                                         assets_extra=metadata(estimator))
     for path in exports.values():
         if not is_export_dir(path):  # an export of an older version of this job, found at a rerun
@@ -343,7 +347,8 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     # `JobResult.config` is a plain dict: what R and the CLI's callers receive
     result = JobResult(run_dir=str(recorder.run_dir) if recorder else None, model_dir=model_dir, export_dir=export_dir,
                        metrics=outcome.metrics, history=outcome.history, global_step=outcome.global_step,
-                       config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early)
+                       config=cfg.to_dict(), exports=exports, stopped_early=outcome.stopped_early,
+                       best_step=outcome.best_step)
     if recorder is not None:
         with _record_disk_full(recorder, result):
             _record_results(recorder, data_spec=spec, estimator=estimator, outcome=outcome, export_dir=export_dir)
@@ -358,6 +363,7 @@ def _record_results(recorder, *, data_spec, estimator, outcome, export_dir) -> N
         model=model_summary(spec.model), optimizer=type(opt).__name__,
         loss_function=getattr(spec.loss, "name", None) or type(spec.loss).__name__,
         global_step=outcome.global_step, stopped_early=str(outcome.stopped_early).upper(),
+        **({"best_step": outcome.best_step} if outcome.best_step is not None else {}),
         **estimator.device_info.as_properties(),
         **({"ps_steps_by_worker": ",".join(f"{w}:{n}" for w, n in sorted(estimator.steps_by_worker.items()))}
            if estimator.steps_by_worker else {}),
@@ -367,6 +373,8 @@ def _record_results(recorder, *, data_spec, estimator, outcome, export_dir) -> N
     if samples:
         recorder.set_properties(samples=samples)
     if outcome.metrics:
-        recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k != "num_examples"})
+        # without its `global_step`: with `restore_best` that is the best evaluation's step, and the
+        # run's `global_step` property stays the step trained to (`best_step` says the other)
+        recorder.write_evaluation({k: v for k, v in outcome.metrics.items() if k not in ("num_examples", "global_step")})
     if export_dir:
         recorder.add_artifact(export_dir, "export")

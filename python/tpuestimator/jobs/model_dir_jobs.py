@@ -100,7 +100,9 @@ class ExportResult:
 def export_model(model_dir: str, out: str | None = None, *, format: str = "saved_model",
                  quantize: str | None = None, warmup: int | None = None, representative_batches: int | None = None,
                  overrides: Iterable[str] = ()) -> ExportResult:
-    """Exports the latest checkpoint of a model dir as a versioned SavedModel (three signatures,
+    """Exports the latest checkpoint of a model dir (with `eval.early_stopping.restore_best`, a
+    table's default, the best evaluation's weights, as the training exported them, `best_weights`)
+    as a versioned SavedModel (three signatures,
     `serving.data_serving_inputs`) under `out` (default `MODEL_DIR/export/manual`), and for
     format "tflite" a `.tflite` file beside it, converted and verified by `litert`.
 
@@ -143,6 +145,7 @@ def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup
     # Building the model needs the feature spec: one probe of the eval (or train) input.
     has_eval = cfg.has_eval_data
     estimator.build(input_fn_for(cfg, "eval" if has_eval else "train"), Mode.EVAL if has_eval else Mode.TRAIN)
+    best_weights(cfg, estimator)
     base = out or os.path.join(model_dir, "export", "manual")
     existing = os.path.join(base, str(estimator.global_step))
     if format == "tflite" and is_export_dir(existing):
@@ -157,6 +160,23 @@ def _export_locked(model_dir: str, out: str | None, *, format: str, mode, warmup
     target = os.path.join(base, litert.tflite_filename(int(os.path.basename(path)), mode))  # as its SavedModel
     report = export_tflite(path, target, cfg, mode, batches, eval_mode="eval" if has_eval else "train")
     return ExportResult(path=target, saved_model=path, tflite=report, warmup_requests=requests)
+
+
+def best_weights(cfg: JobConfig, estimator) -> int | None:
+    """With `eval.early_stopping.restore_best`, loads the best evaluation's weights (the ones the
+    training restored, evaluated and exported) into the built `estimator`; returns their step,
+    or None when the latest checkpoint's weights stay."""
+    from tpuestimator.core.stopping import read_state
+    from tpuestimator.core.training import restore_best_weights
+
+    rule = cfg.eval.early_stopping
+    if not (rule and rule.restore_best):
+        return None
+    step = read_state(os.path.join(estimator.model_dir, "early_stopping.json")).get("best_step")
+    if not isinstance(step, int) or step == estimator.global_step or not restore_best_weights(estimator, step):
+        return None
+    logger.info("exporting the weights of the best evaluation (step %d), as the training did", step)
+    return step
 
 
 def export_job(model_dir: str, out: str | None = None, *, format: str = "saved_model", quantize: str | None = None,

@@ -52,9 +52,11 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
                 task: str | None = None, split: Any = 0.2, seed: int = 0,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,
                 config: Mapping[str, Any] | None = None, runs_dir: str | None = None,
-                model_dir: str | None = None, flags: Mapping[str, Any] | None = None, **job_kwargs):
+                model_dir: str | None = None, flags: Mapping[str, Any] | None = None,
+                early_stopping: bool | Mapping[str, Any] = True, **job_kwargs):
     """Writes `source` as a table under `out_dir/data`, trains `model` on it into `out_dir/model`
-    (evaluating on the held-out split, exporting at the end) and returns the `JobResult`.
+    (evaluating on the held-out split, stopping early on it, exporting at the end) and returns
+    the `JobResult`.
 
     The model dir records the table's fingerprint (`TABLE_FILE`): a checkpoint trained on other
     rows, columns or split is never continued silently (`check_table_model_dir`).
@@ -70,6 +72,12 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
       model_dir: default `out_dir/model`.
       flags: a run's flags (tfruns's FLAGS from R) applied after the overrides, named as
         `tpuestimator.runs.flags` maps them; see `table_flag_overrides`.
+      early_stopping: True (default): an evaluation on the held-out split every
+        `train.max_steps / 10` steps or every epoch, whichever is sooner; training stops when the held-out loss has not improved
+        for 5 of them, and the best evaluation's weights are the ones evaluated and exported
+        (`tables.stopping`); False: train `max_steps`, export the last weights; a dict sets
+        the rule's fields (``{"patience": 10}``, ``{"metric": "accuracy"}``), the defaults
+        filling the others. A config's `eval.early_stopping` is overridden by it unless True.
       job_kwargs: passed to `tpuestimator.jobs.job.run_job` (overrides, progress, hooks, ...).
 
     Raises:
@@ -78,9 +86,11 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
     """
     from tpuestimator.jobs.job import run_job
     from tpuestimator.tables.frames import read_table
+    from tpuestimator.tables.stopping import early_stopping_config
     from tpuestimator.tables.write import check_split, is_table, write_table
 
     check_split(split)
+    config = with_early_stopping(config, early_stopping_config(early_stopping))
     out_dir = os.path.abspath(os.fspath(out_dir))
     model_dir = os.path.abspath(os.fspath(model_dir)) if model_dir else os.path.join(out_dir, "model")
     if flags:
@@ -103,6 +113,15 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
     atomic_write_json(os.path.join(model_dir, TABLE_FILE), {"fingerprint": fingerprint, "manifest": manifest["path"]})
     cfg = table_config(manifest["path"], model=model, config=config)
     return run_job(cfg, model_dir=model_dir, runs_dir=runs_dir, **job_kwargs)
+
+
+def with_early_stopping(config: Mapping[str, Any] | None, stopping: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """`config` with the `eval` section of `early_stopping_config` merged over its own."""
+    if not stopping:
+        return config
+    out = dict(config or {})
+    out["eval"] = {**dict(out.get("eval") or {}), **stopping["eval"]}
+    return out
 
 
 # In a table model's model dir: the fingerprint of the table its checkpoints were trained on.

@@ -34,7 +34,7 @@ def tune_table(source: Any, *, label: str, flags: Mapping[str, Any], model: str 
                split: float = 0.2, seed: int = 0, feature_columns: Mapping[str, Any] | None = None,
                missing: str | Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None,
                runs_dir: str | None = None, sample: float | None = None, overrides: list[str] | tuple = (),
-               **job_kwargs: Any) -> list:
+               early_stopping: bool | Mapping[str, Any] = True, **job_kwargs: Any) -> list:
     """Writes `source` as a table once and trains `model` on it once per combination of `flags`.
 
     Args:
@@ -43,7 +43,8 @@ def tune_table(source: Any, *, label: str, flags: Mapping[str, Any], model: str 
       flags: {flag: values}, e.g. ``{"learning_rate": [0.01, 0.1], "model": ["linear", "dnn"]}``;
         the canned models' short names (`learning_rate`, `hidden_units`, ...) work although
         the table's config leaves them at their defaults (as `train_table(flags=)`).
-      model, config: as `train_table`. runs_dir: default the config's `run.runs_dir`, else
+      model, config, early_stopping: as `train_table` (each combination stops early on the
+        held-out split by default, and is compared on its best evaluation). runs_dir: default the config's `run.runs_dir`, else
         ``runs`` of the working folder; the table goes under its ``.models/``.
       sample, overrides, job_kwargs: as `jobs.tune.tuning_run`.
 
@@ -55,10 +56,12 @@ def tune_table(source: Any, *, label: str, flags: Mapping[str, Any], model: str 
     """
     from tpuestimator.jobs.tune import flag_grid, tuning_run
     from tpuestimator.models.canned import PARAM_DEFAULTS
-    from tpuestimator.tables.api import table_config, table_flag_overrides
+    from tpuestimator.tables.api import table_config, table_flag_overrides, with_early_stopping
     from tpuestimator.tables.frames import read_table
+    from tpuestimator.tables.stopping import early_stopping_config
     from tpuestimator.tables.write import write_table
 
+    config = with_early_stopping(config, early_stopping_config(early_stopping))
     frame, _ = read_table(source)
     runs_dir = runs_dir or ((config or {}).get("run") or {}).get("runs_dir") or "runs"
     settings = {"label": label, "task": task, "split": split, "seed": seed, "feature_columns": feature_columns,
