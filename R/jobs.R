@@ -33,7 +33,7 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
 #' Evaluate a trained model or an export
 #'
 #' Evaluates the latest checkpoint of a run's model on its configured evaluation
-#' data, or on other TFRecord files (`tpuestimator.jobs.job.evaluate_job()`). Given an
+#' data, or on other TFRecord files (`tpuestimator.jobs.model_dir_jobs.evaluate_job()`). Given an
 #' export (a SavedModel folder written by tpuestimator: `saved_model.pb` and
 #' `assets.extra/tpuestimator.json`), evaluates the export offline
 #' (`tpuestimator.jobs.export_jobs.evaluate_export()`): accuracy, AUC (binary, or the
@@ -77,9 +77,15 @@ tpu_evaluate <- function(run, data = NULL, runs_dir = NULL, record = TRUE) {
   as.list(py_to_r_json(res))
 }
 
+# Whether `path` is an export tpuestimator wrote: the Python core's answer (serving.exports.is_export_dir).
 is_export_dir <- function(path) {
-  file.exists(file.path(path, "saved_model.pb")) &&
-    file.exists(file.path(path, "assets.extra", "tpuestimator.json"))
+  isTRUE(reticulate::py_to_r(py_bridge()$is_export_dir(path.expand(path))))
+}
+
+# An export's metadata (serving.export_info.ExportInfo, read by the Python core), as a list; NULL
+# for a folder tpuestimator did not export.
+export_info <- function(export_dir) {
+  py_to_r_json(with_python(py_bridge()$export_info(export_dir)), simplify = FALSE)
 }
 
 # The offline evaluation's result (JSON read without simplification) -> metrics list.
@@ -118,7 +124,7 @@ as_nullable_data_pattern <- function(data) {
 #' Predict with a trained or exported model
 #'
 #' Runs the exported SavedModel (or the latest export of a run) on new data
-#' (`tpuestimator.jobs.job.predict()`) and returns one row per example. TFRecord and
+#' (`tpuestimator.serving.exports.predict()`) and returns one row per example. TFRecord and
 #' image files (paths or glob patterns) are read in batches
 #' (`tpuestimator.jobs.export_jobs`): with `out`, the predictions go to a CSV or Parquet
 #' file batch by batch, so memory stays flat in the number of records. For a model
@@ -265,7 +271,7 @@ prediction_columns_to_df <- function(cols) {
   df
 }
 
-# R data -> what tpuestimator.jobs.job.predict() takes as `features`.
+# R data -> what tpuestimator.serving.exports.predict() takes as `features`.
 as_py_features <- function(newdata, spec = NULL) {
   if (is.character(newdata) && is.null(dim(newdata))) {
     missing_files <- newdata[!file.exists(newdata)]
@@ -340,8 +346,7 @@ fit_feature_shape <- function(arr, dims, shape, what, feature) {
 }
 
 export_feature_spec <- function(export_dir) {
-  meta <- read_json_file(file.path(export_dir, "assets.extra", "tpuestimator.json"), simplify = FALSE)
-  spec <- meta$feature_spec
+  spec <- export_info(export_dir)$feature_spec
   if (!is.list(spec) || !length(spec)) return(NULL)
   lapply(spec, function(s) list(shape = unlist(s[[1]]), dtype = s[[2]]))
 }
@@ -413,8 +418,7 @@ find_saved_model <- function(path) {
 }
 
 export_class_names <- function(export_dir) {
-  meta <- read_json_file(file.path(export_dir, "assets.extra", "tpuestimator.json"), simplify = TRUE)
-  names <- meta$class_names
+  names <- unlist(export_info(export_dir)$class_names)
   if (is.character(names) && length(names)) names else NULL
 }
 

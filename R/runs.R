@@ -179,7 +179,7 @@ read_run_row <- function(run_dir) {
   props$run_dir <- NULL
   row <- c(row, props[setdiff(names(props), names(row))])
   if (is.null(row$completed)) row$completed <- "FALSE"
-  row$status <- run_status(run_dir, props)
+  row$status <- run_status(run_dir)
 
   error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
   if (is.list(error)) {
@@ -224,19 +224,11 @@ order_run_columns <- function(df) {
 }
 
 # completed, restarted (a whole-cluster restart continued it in another run), failed
-# (error.json), running (its process is alive on this host) or interrupted.
-run_status <- function(run_dir, props) {
-  if (identical(toupper(props$completed %||% ""), "TRUE")) return("completed")
-  if (nzchar(as.character(props$restarted %||% ""))) return("restarted")
-  if (file.exists(file.path(run_dir, "tfruns.d", "error.json"))) return("failed")
-  if (nzchar(as.character(props$interrupted %||% ""))) return("interrupted")  # stopped by a signal
-  owner_file <- file.path(run_dir, "tfruns.d", "owner.json")
-  owner <- if (file.exists(owner_file)) tryCatch(jsonlite::read_json(owner_file), error = function(e) NULL)
-  if (is.list(owner) && identical(owner$host, Sys.info()[["nodename"]]) && is.numeric(owner$pid) &&
-      isTRUE(tryCatch(tools::pskill(owner$pid, 0L), error = function(e) FALSE))) {
-    return("running")
-  }
-  "interrupted"
+# (error.json), interrupted, or running while its owner process lives on this host: the Python
+# core's answer (runs.reading.run_status), whose owner check also refuses a pid reused by a later
+# process (system.processes.process_alive), so both readers give a run one status.
+run_status <- function(run_dir) {
+  as.character(reticulate::py_to_r(with_python(py_bridge()$run_status(normalizePath(run_dir)))))
 }
 
 # The type of each tpu_ls_runs() column, in the vocabulary shared with Python's column_type():

@@ -187,12 +187,10 @@ train_table_run <- function(table, label, model, feature_columns, missing, split
   model <- as_string(model %||% "dnn", "model")
   early_stopping <- table_early_stopping_arg(early_stopping)
   tfruns_dir <- tfruns_active_run_dir()  # defined in tfruns.R; NULL outside tfruns::training_run()
-  # Inside training_run(), a folder per run that tfruns does not copy (as run_job's default
-  # model dir there), so each run of a tuning_run() trains its own model.
-  # One default folder per label and model, so two canned models on one label do not meet.
-  default_dir <- if (is.null(tfruns_dir)) file.path("models", paste0("table-", label, "-", model)) else
-    file.path(dirname(tfruns_dir), ".models", basename(tfruns_dir))
-  out_dir <- model_dir %||% default_dir
+  # the Python core's rule (tables.api.default_table_dir): models/table-<label>-<model>, or inside
+  # training_run() a folder per run that tfruns does not copy
+  out_dir <- model_dir %||%
+    as.character(reticulate::py_to_r(py_bridge()$default_table_dir(label, model, tfruns_dir)))
   quiet_python_console()  # console.R: no TensorFlow log lines unless asked
   frame <- r_table_to_py(table, notes = verbose)
   if (is.null(task) && verbose) {

@@ -1,12 +1,14 @@
 """Job configuration: load YAML/JSON, apply `--set` overrides, fill defaults, validate.
 
-The JSON Schema in ``schema/config.schema.json`` is the single source of truth; the R
-package validates through this module too. Nothing here imports TensorFlow, so every
+The JSON Schema in ``schema/config.schema.json`` is the single source of truth
+(`schema.config_schema`); the typed section views are generated from it (`config_sections`),
+and the rules across fields it cannot express are `config_rules`. The R package validates
+through this module too. Nothing here imports TensorFlow, so every
 invalid field fails before TensorFlow starts (a table's manifest on gs:// is read with it).
 
-Over 400 lines: the end of the file fills a table's early stopping (`apply_table_stopping`),
-which must see the config as the user wrote it, before the schema's defaults hide whether
-`eval.early_stopping` was given, so it belongs to the loader.
+A table's early stopping is filled here (`apply_table_stopping`): it must see the config as
+the user wrote it, before the schema's defaults hide whether `eval.early_stopping` was given,
+so it belongs to the loader.
 """
 from __future__ import annotations
 
@@ -15,32 +17,19 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping
-from functools import cache, lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tpuestimator.config_views import NESTED_VIEWS, parse_view
+from tpuestimator.config_rules import check_semantics
+from tpuestimator.config_sections import SECTIONS, section_type, section_view  # noqa: F401
 from tpuestimator.errors import ConfigError
+from tpuestimator.schema.config_schema import DEFAULTS, schema, schema_defaults, schema_path  # noqa: F401
 from tpuestimator.schema.fields import config_error, unknown_field
 
-SCHEMA_RESOURCE = "config.schema.json"
-
-def schema_defaults(schema_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults the schema declares (`"default"` of each section's fields), as a config dict:
-    {"params": {}, "train": {"batch_size": 128, ...}, ...}. Fields without a default are absent."""
-    out: dict[str, Any] = {}
-    for name, node in schema_dict.get("properties", {}).items():
-        if "default" in node:
-            out[name] = copy.deepcopy(node["default"])
-            continue
-        fields = {key: copy.deepcopy(field["default"]) for key, field in node.get("properties", {}).items()
-                  if isinstance(field, Mapping) and "default" in field}
-        if fields:
-            out[name] = fields
-    return out
+# `DEFAULTS`, `schema()`, `schema_path()` (which R calls) and `section_type` are defined beside
+# (schema/config_schema.py, config_sections.py) and imported from here as they always were.
 
 
 class _Loader(yaml.SafeLoader):
@@ -59,66 +48,6 @@ def _yaml_load(text: str):
 
 # Fields holding file paths that are resolved against the config file's folder.
 _PATH_FIELDS = (("data", "train"), ("data", "eval"), ("data", "manifest"), ("data", "vocabulary"))
-
-
-@lru_cache(maxsize=1)
-def schema() -> dict:
-    """The configuration's JSON Schema (parsed)."""
-    text = resources.files("tpuestimator.schema").joinpath(SCHEMA_RESOURCE).read_text()
-    return json.loads(text)
-
-
-# Every default of a config, from the schema: the one source (the R package reads the same file).
-DEFAULTS: dict[str, Any] = schema_defaults(schema())
-
-# The sections that have typed views (`cfg.train`, ...); `name`, `model` and `params` are read as they are.
-SECTIONS = ("data", "train", "eval", "predict", "export", "run", "debug")
-
-
-_JSON_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "array": list, "object": dict,
-               "null": type(None)}
-
-
-def _field_type(node: Mapping[str, Any]):
-    """The annotation of a schema field ("integer" -> int, ["string", "null"] -> str | None, enum -> Any)."""
-    kinds = node.get("type", [])
-    types = [_JSON_TYPES[k] for k in ([kinds] if isinstance(kinds, str) else kinds)]
-    annotation = types[0] if types else Any
-    for extra in types[1:]:
-        annotation = annotation | extra
-    return annotation
-
-
-@cache
-def section_type(name: str) -> type:
-    """The frozen dataclass of one config section, generated from the schema: one field per
-    declared field, typed from its JSON type (`section_type("train")(batch_size=..., ...)`).
-    Generated, not hand-written, so a field added to the schema needs no second declaration."""
-    node = schema()["properties"][name]
-    fields = [(key, NESTED_VIEWS[name, key] | None if (name, key) in NESTED_VIEWS else _field_type(field))
-              for key, field in node.get("properties", {}).items()]
-    cls = dataclasses.make_dataclass(f"{name.title()}Section", fields, frozen=True, kw_only=True,
-                                     namespace={"__doc__": f"The `{name}` section of a job configuration "
-                                                           "(fields and types from the JSON Schema)."})
-    cls.__module__ = __name__
-    return cls
-
-
-def section_view(raw: Mapping[str, Any], name: str):
-    """The `name` section of a filled config dict as its `section_type` (fields absent from
-    the dict, such as data fields without a default, read None); its nested objects parsed into
-    their views (`config_views.NESTED_VIEWS`: `debug.dump` -> `DumpSpec`, ...)."""
-    values = dict(raw.get(name) or {})
-    for (section, key), view in NESTED_VIEWS.items():
-        if section == name:
-            values[key] = parse_view(view, values.get(key), f"{name}.{key}")
-    cls = section_type(name)
-    return cls(**{field.name: values.get(field.name) for field in dataclasses.fields(cls)})
-
-
-def schema_path() -> str:
-    """Filesystem path of the JSON Schema file (the R package reads it)."""
-    return str(resources.files("tpuestimator.schema").joinpath(SCHEMA_RESOURCE))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -205,7 +134,7 @@ class JobConfig:
             else:
                 raw[key] = value
         validate({key: raw[key] for key in sections}, source=self.source, partial=True)
-        _check_semantics(raw, self.source)
+        check_semantics(raw, self.source)
         return JobConfig(raw=raw, source=self.source, overrides=self.overrides)
 
 
@@ -256,7 +185,7 @@ def _finish(raw: dict, source: str | None, overrides: tuple[str, ...], base_dir:
     apply_table_stopping(raw)  # a table's training stops early unless its config says otherwise
     validate(raw, source=source)
     filled = _deep_merge(copy.deepcopy(DEFAULTS), raw)
-    _check_semantics(filled, source)
+    check_semantics(filled, source)
     return JobConfig(raw=filled, source=source, overrides=overrides)
 
 
@@ -339,50 +268,6 @@ def validate(raw: Mapping[str, Any], *, source: str | None = None, partial: bool
         return
     err = jsonschema.exceptions.best_match(errors)
     raise config_error(err, source)
-
-
-def _check_semantics(cfg: dict, source: str | None) -> None:
-    """Checks the rules a schema cannot express."""
-    train, data, run = cfg["train"], cfg["data"], cfg["run"]
-    from tpuestimator.models import BUILTIN
-
-    if cfg["model"] not in BUILTIN and ":" not in cfg["model"]:
-        raise ConfigError("model", cfg["model"], "a built-in model (" + ", ".join(sorted(BUILTIN))
-                          + ") or 'module:function' naming your own model function", source=source)
-    if train["steps"] is not None and train["max_steps"] is not None:
-        raise ConfigError("train.steps", train["steps"],
-                          "either `train.steps` (incremental) or `train.max_steps` (absolute), not both; "
-                          "set the other to null", source=source)
-    if train["save_checkpoints_steps"] % train["iterations_per_loop"] != 0:
-        raise ConfigError("train.save_checkpoints_steps", train["save_checkpoints_steps"],
-                          f"a multiple of train.iterations_per_loop ({train['iterations_per_loop']}): "
-                          "checkpoints are written at loop boundaries", source=source)
-    every = cfg["eval"]["every_n_steps"]
-    if every is not None and every % train["iterations_per_loop"] != 0:
-        raise ConfigError("eval.every_n_steps", every,
-                          f"a multiple of train.iterations_per_loop ({train['iterations_per_loop']}): "
-                          "evaluation happens at loop boundaries", source=source)
-    if "format" not in data and "manifest" not in data:
-        raise ConfigError("data.format", None, "one of 'mnist', 'flowers', 'features', or a `data.manifest`",
-                          source=source)
-    if data.get("format") == "features" and not data.get("features") and "manifest" not in data:
-        raise ConfigError("data.features", None, "a mapping of feature name to {dtype, shape} when data.format is 'features'",
-                          source=source)
-    if data.get("format") in ("mnist", "flowers") and "image" not in data and "manifest" not in data:
-        raise ConfigError("data.image", None, "{height, width, channels} for image records", source=source)
-    if run["strategy"] == "tpu" and not run["tpu"] and not os.environ.get("TPU_NAME"):
-        raise ConfigError("run.tpu", None, "the TPU name or grpc:// address (or 'local' on a TPU VM) when run.strategy is 'tpu'",
-                          source=source)
-    if run["num_cpu_devices"] is not None and run["strategy"] not in ("auto", "cpu", "mirrored"):
-        raise ConfigError("run.num_cpu_devices", run["num_cpu_devices"],
-                          "null unless run.strategy is auto, cpu or mirrored (logical CPU devices rehearse TPU cores)",
-                          source=source)
-    es = cfg["eval"]["early_stopping"]
-    if es and not data.get("eval") and "manifest" not in data:
-        raise ConfigError("eval.early_stopping", es, "a `data.eval` pattern to evaluate on", source=source)
-    exporters = cfg["export"]["exporters"]
-    if "best" in exporters and not data.get("eval") and "manifest" not in data:
-        raise ConfigError("export.exporters", exporters, "'best' only with a `data.eval` pattern", source=source)
 
 
 def dump_config(cfg: JobConfig, path: str) -> None:

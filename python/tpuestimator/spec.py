@@ -14,6 +14,8 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tpuestimator.system.graph_code import as_written
+
 
 class Mode(str, enum.Enum):
     TRAIN = "train"
@@ -91,19 +93,7 @@ def classification_predictions(outputs) -> dict:
     return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 
 
-def called_as_written(fn):
-    """Marks `fn` so that AutoGraph, inside a `tf.function`, calls it as written instead of
-    converting it: the mark `tf.autograph.experimental.do_not_convert` leaves on what it returns
-    (the `autograph_info__` attribute), set here on `fn` itself, without importing TensorFlow
-    (this module must not load it). For the library's own graph code that no Python `if`/`for`
-    on a tensor needs converted; AutoGraph's conversion of such helpers (parsing and rewriting
-    their source) is paid by the first trace of every process. Were the mark ever ignored,
-    AutoGraph would convert them as before: the same graph, only slower to build."""
-    fn.autograph_info__ = frozenset()
-    return fn
-
-
-@called_as_written
+@as_written
 def split_element(element) -> tuple[dict, Any]:
     """One input element -> (features dict, labels or None).
 
@@ -121,7 +111,7 @@ def split_element(element) -> tuple[dict, Any]:
     return dict(features), labels
 
 
-@called_as_written
+@as_written
 def model_inputs(features: Mapping[str, Any]):
     """What the model is called with: the tensor alone when the features dict has one entry,
     the dict otherwise (so a one-input Keras model takes a plain tensor)."""

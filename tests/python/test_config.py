@@ -35,6 +35,22 @@ def test_bad_config_names_field_value_and_fix(case):
         assert text in str(info.value)
 
 
+@pytest.mark.quick("config_rules", "config_sections")
+def test_the_rules_across_fields_and_the_section_views_of_a_filled_config():
+    from tpuestimator.config_rules import check_semantics
+    from tpuestimator.config_sections import section_as_written, section_view
+
+    cfg = load_config(BAD["base"], ["train.max_steps=10"])
+    raw = cfg.to_dict()
+    check_semantics(raw, None)  # the loaded config passes its own rules
+    raw["train"]["steps"] = 5  # and max_steps: both
+    with pytest.raises(ConfigError) as info:
+        check_semantics(raw, "job.yaml")
+    assert info.value.field == "train.steps"
+    assert section_view(cfg.raw, "train") == cfg.train and cfg.train.max_steps == 10
+    assert section_as_written(cfg.data) == cfg.to_dict()["data"]  # what an export's metadata holds
+
+
 def test_at_least_ten_bad_cases():
     assert len(BAD["cases"]) >= 10
 

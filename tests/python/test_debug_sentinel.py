@@ -88,7 +88,8 @@ def test_run_record_shows_the_failure(diverged):
 def test_last_checkpoint_is_finite_and_loads(diverged):
     import tensorflow as tf
 
-    from tpuestimator.jobs.job import build_estimator, load_job_config
+    from tpuestimator.jobs.from_config import build_estimator
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     root, _ = diverged
     latest = tf.train.latest_checkpoint(str(root / "model"))
@@ -99,7 +100,7 @@ def test_last_checkpoint_is_finite_and_loads(diverged):
             assert np.all(np.isfinite(value)), name
     cfg = load_job_config(str(root / "model"))
     est = build_estimator(cfg, model_dir=str(root / "model"))
-    from tpuestimator.jobs.job import input_fn_for
+    from tpuestimator.jobs.from_config import input_fn_for
 
     metrics = est.evaluate(input_fn_for(cfg, "eval"), steps=1)  # builds the model and restores the checkpoint
     assert metrics["global_step"] == int(latest.rsplit("-", 1)[1])

@@ -508,7 +508,7 @@ def test_the_python_quick_start_and_estimator_api_blocks_run(tmp_path, monkeypat
     and export with `input_fn`s the page leaves to the user (given here: the digits records)."""
     from tpuestimator.cli import main
     from tpuestimator.config import load_config
-    from tpuestimator.jobs.job import input_fn_for
+    from tpuestimator.jobs.from_config import input_fn_for
 
     _, readme = page_block("README.md", "import tpuestimator as te", "python")
     _, page = page_block("getting-started-python.md", "import tpuestimator as te", "python")

@@ -66,7 +66,8 @@ def binary(tmp_path_factory):
 
 def _estimator_outputs(result, pattern):
     """(labels, probabilities) of `Estimator.predict` over the eval pipeline of `pattern`."""
-    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(result.model_dir)
     est = build_estimator(cfg, model_dir=result.model_dir)
@@ -177,7 +178,7 @@ def test_batch_predictions_equal_estimator_predict_in_csv_and_parquet(digits, tm
 def test_image_files_predict_like_their_records(digits, tmp_path):
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
-    from tpuestimator.jobs.job import load_job_config
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(digits["result"].model_dir)
     section = resolve_section(cfg.data).replace(eval=digits["eval"])
@@ -315,7 +316,8 @@ def test_an_export_with_only_the_features_signature_reads_records_with_the_data_
     """Exports from before the three signatures (`serving_default` = decoded features): records are
     decoded by the data layer, images by `decode_image_files`; the same predictions."""
     from tpuestimator.jobs.export_jobs import predict_columns
-    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
     from tpuestimator.serving.batch_predict import ExportPredictor
     from tpuestimator.serving.exports import write_export_metadata
     from tpuestimator.spec import Mode
@@ -370,7 +372,7 @@ def test_the_readme_rest_request_bodies_are_accepted_by_the_signatures(digits, t
     Python lines run), go through the loaded signatures and give the predictions of the records."""
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
-    from tpuestimator.jobs.job import load_job_config
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
     from tpuestimator.serving import open_export
 
     page = (REPO / "docs" / "deploying.md").read_text()
@@ -405,7 +407,7 @@ def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_di
 
     from tpuestimator.data import make_input_fn, resolve_section
     from tpuestimator.jobs.export_jobs import predict_columns
-    from tpuestimator.jobs.job import load_job_config
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     page = (REPO / "docs" / "deploying.md").read_text()
     block = next(b.split("```", 1)[0] for b in page.split("```python\n")[1:] if "open_export(" in b)

@@ -153,15 +153,16 @@ def _sign_as_written(x):
 
 
 def test_the_librarys_graph_helpers_are_called_as_written_not_converted_by_autograph():
-    """`spec.called_as_written`: inside a tf.function AutoGraph calls a marked function as written
+    """`system.graph_code.as_written`: inside a tf.function AutoGraph calls a marked function as written
     (no conversion, whose parse-and-rewrite each new process paid on its first trace). Seen
     through a tensor `if`, which only conversion makes legal: the unmarked twin converts and runs,
     the marked one raises. The library's own helpers in every train and eval step carry the mark."""
     from tpuestimator.core.loops import all_finite
     from tpuestimator.core.steps import add_to_metric
-    from tpuestimator.spec import called_as_written, model_inputs, split_element
+    from tpuestimator.spec import model_inputs, split_element
+    from tpuestimator.system.graph_code import as_written
 
-    marked = called_as_written(_sign_as_written)
+    marked = as_written(_sign_as_written)
     assert tf.function(lambda x: _sign_converted(x))(tf.constant(-2.0)).numpy() == 2.0
     with pytest.raises(TypeError, match="tf.Tensor. as a Python .bool."):
         tf.function(lambda x: marked(x))(tf.constant(-2.0))

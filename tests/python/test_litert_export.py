@@ -34,7 +34,8 @@ def trained(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def eval_features(trained):
-    from tpuestimator.jobs.job import input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(trained[1].model_dir)
     ds = input_fn_for(cfg, "eval")({"batch_size": 360, "mode": "eval", "input_context": None, "seed": 0,
@@ -162,8 +163,7 @@ def test_warmup_requests_hold_real_records_for_serving_default(trained, tmp_path
 
 def test_warmup_beyond_what_tf_serving_reads_is_an_error(trained, tmp_path):
     from tpuestimator.errors import ConfigError
-    from tpuestimator.jobs.job import load_job_config
-    from tpuestimator.jobs.model_dir_jobs import write_warmup
+    from tpuestimator.jobs.model_dir_jobs import load_job_config, write_warmup
 
     cfg = load_job_config(trained[1].model_dir)
     with pytest.raises(ConfigError, match=r"export.warmup.*1001.*at most 1000"):

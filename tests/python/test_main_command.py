@@ -45,12 +45,13 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     assert (tmp_path / run_dir / "tfruns.d" / "evaluation.json").is_file()
 
     # Estimator.predict in this process against the SavedModel in a fresh process.
-    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(str(tmp_path / "models" / "digits"))
     est = build_estimator(cfg, model_dir=str(tmp_path / "models" / "digits"))
     ours = np.stack([p["probabilities"] for p in est.predict(input_fn_for(cfg, "eval"))])
-    script = ("import json, sys; from tpuestimator.jobs.job import predict; "
+    script = ("import json, sys; from tpuestimator.serving.exports import predict; "
               "rows = predict(sys.argv[1], [sys.argv[2]]); "
               "print(json.dumps([[float(v) for v in r['probabilities']] for r in rows]))")
     fresh = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "digits" / "eval.tfrecord")],
@@ -61,7 +62,7 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     assert np.abs(served - ours).max() <= 1e-5
 
     from tpuestimator.errors import ConfigError
-    from tpuestimator.jobs.job import predict
+    from tpuestimator.serving.exports import predict
 
     with pytest.raises(ConfigError, match=r"inputs.image.*shape \(n, 8, 8, 1\)"):
         predict(str(export), np.zeros((2, 64), "float32"))   # a clear error, not a crash in TensorFlow

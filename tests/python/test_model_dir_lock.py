@@ -136,7 +136,8 @@ def test_only_the_chief_of_a_cluster_takes_the_lock(tf_config, needed):
 
 
 def test_a_training_job_refuses_a_locked_model_dir_and_releases_its_own(tmp_path, fixtures_dir):
-    from tpuestimator.jobs.job import evaluate_job, run_job
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job
 
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir = tmp_path / "m"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from tpuestimator.runs import check_run_dir
-from tpuestimator.runs.query import column_types, ls_runs
+from tpuestimator.runs.columns import column_types
+from tpuestimator.runs.query import ls_runs
 
 # The columns of the fixture runs folder, written by hand (issue 24.7), not by the code under
 # test: tfruns's order (run_dir, eval_*, metric_*, flag_* in the order the runs first show them,
@@ -108,7 +109,8 @@ def test_fixture_runs_written_by_us_follow_every_rule(fixtures_dir):
 def test_progress_is_counted_as_tfruns_counts_it(tmp_path):
     """tfruns (R/ls_runs.R run_record(), get_steps_unit()): the rows are counted on the LAST
     metrics.json array but 'epoch', against 'steps' whenever that property exists."""
-    from tpuestimator.runs.query import completed_rows, progress_column, run_record
+    from tpuestimator.runs.columns import completed_rows, progress_column
+    from tpuestimator.runs.reading import run_record
 
     assert completed_rows({"epoch": [100, 200, 300], "loss": [1, 2, 3], "val_loss": [1, None, None]}) == 1
     assert completed_rows({"epoch": [100, 200]}) == 0 and completed_rows(None) == 0

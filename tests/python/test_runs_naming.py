@@ -7,7 +7,7 @@ import time
 
 from tpuestimator.runs import RunRecorder, latest_run, list_run_dirs
 from tpuestimator.runs.naming import create_run_dir, format_run_name, is_run_name, parse_run_name
-from tpuestimator.runs.query import read_properties
+from tpuestimator.runs.reading import read_properties
 
 PLAIN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z$")
 

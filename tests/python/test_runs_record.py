@@ -17,7 +17,7 @@ from PIL import Image
 
 from tpuestimator.errors import NonFiniteError
 from tpuestimator.runs import RunRecorder, check_run_dir, ls_runs, run_info
-from tpuestimator.runs.query import read_properties
+from tpuestimator.runs.reading import read_properties
 
 CONFIG = {
     "name": "tiny", "model": "mlp",

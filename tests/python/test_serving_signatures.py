@@ -62,7 +62,8 @@ def _records(path: str, n: int | None = None) -> list[bytes]:
 
 
 def _estimator_predictions(model_dir: str, pattern: str | None = None) -> dict:
-    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(model_dir)
     est = build_estimator(cfg, model_dir=model_dir)
@@ -73,7 +74,8 @@ def _estimator_predictions(model_dir: str, pattern: str | None = None) -> dict:
 
 
 def _eval_features(model_dir: str) -> np.ndarray:
-    from tpuestimator.jobs.job import input_fn_for, load_job_config
+    from tpuestimator.jobs.from_config import input_fn_for
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     cfg = load_job_config(model_dir)
     ds = input_fn_for(cfg, "eval")({"batch_size": 64, "mode": "eval", "input_context": None, "seed": 0,
@@ -212,7 +214,7 @@ def test_open_export_runs_a_signature_on_a_batch(digits):
 
 def test_export_job_and_best_exporter_write_the_signatures(digits, tmp_path):
     """`tpuestimator export` (export_job) and the best exporter write the same three signatures."""
-    from tpuestimator.jobs.job import export_job
+    from tpuestimator.jobs.model_dir_jobs import export_job
     from tpuestimator.serving import open_export
 
     model_dir = str(Path(digits["export"]).parents[2])

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.slow
 def job(tmp_path_factory):
     import tensorflow as tf
 
-    from tpuestimator.jobs.job import build_estimator, input_fn_for, load_job_config, run_job
+    from tpuestimator.jobs.from_config import build_estimator, input_fn_for
+    from tpuestimator.jobs.job import run_job
+    from tpuestimator.jobs.model_dir_jobs import load_job_config
 
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
@@ -63,7 +65,7 @@ def test_eval_input_is_transposed_and_feature_spec_keeps_the_client_layout(job):
     assert job["estimator"].feature_spec == {"image": ((8, 8, 1), "float32")}
     export = open_export(job["export"])
     assert export.input_specs("features")["image"].shape.as_list() == [None, 8, 8, 1]
-    assert export.meta["feature_spec"] == {"image": [[8, 8, 1], "float32"]}
+    assert export.info.feature_spec == {"image": ((8, 8, 1), "float32")}
 
 
 @pytest.mark.parametrize("n", [1, N])
@@ -99,7 +101,7 @@ def test_export_job_from_checkpoints_applies_the_transpose(job, tmp_path):
     """`tpuestimator export` (export_job) rebuilds the Estimator from the job's input: same signatures."""
     import tensorflow as tf
 
-    from tpuestimator.jobs.job import export_job
+    from tpuestimator.jobs.model_dir_jobs import export_job
 
     path = export_job(str(Path(job["export"]).parents[2]), str(tmp_path / "manual"))
     loaded = tf.saved_model.load(path)

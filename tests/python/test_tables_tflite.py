@@ -54,7 +54,7 @@ def test_a_table_classifier_converts_and_answers_as_the_saved_model(tmp_path, ta
     assert report["top1_agreement"] == 1.0
     assert Path(lite.path).is_file() and lite.path.endswith(".tflite")
     frame = pd.read_csv(source)
-    columns = open_export(result.export_dir).meta["table"]["feature_columns"]
+    columns = open_export(result.export_dir).info.table.feature_columns
     ours = _interpreter_on(lite, frame, columns)
     expected = predict_table(result.export_dir, frame)
     probabilities = np.stack([v for k, v in expected.items() if k.startswith("prob_")], axis=1)
@@ -70,7 +70,7 @@ def test_a_table_regressor_converts_and_answers_as_the_saved_model(tmp_path, cap
     assert report["threshold"] == {"max_rel_diff": litert.FLOAT_TOLERANCE}
     frame = pd.read_csv(CARS)
     frame.loc[0, "origin"] = "mars"  # an unseen category: the out-of-vocabulary bucket in both
-    columns = open_export(result.export_dir).meta["table"]["feature_columns"]
+    columns = open_export(result.export_dir).info.table.feature_columns
     ours = _interpreter_on(lite, frame, columns)
     expected = predict_table(result.export_dir, frame)["prediction"]
     assert set(ours) == {"prediction"}

@@ -120,7 +120,8 @@ test_that("a run is 'running' only while its owner process lives on this host", 
   run <- file.path(runs, "2026-11-29T11-00-00Z")
   dir.create(file.path(run, "tfruns.d", "properties"), recursive = TRUE)
   on.exit(unlink(runs, recursive = TRUE), add = TRUE)
-  writeLines("1795951200", file.path(run, "tfruns.d", "properties", "start"))
+  # started now: after this R process, so its pid is the owner's (not a reused one)
+  writeLines(sprintf("%.3f", as.numeric(Sys.time())), file.path(run, "tfruns.d", "properties", "start"))
   writeLines("FALSE", file.path(run, "tfruns.d", "properties", "completed"))
   owner <- file.path(run, "tfruns.d", "owner.json")
   write_owner <- function(pid, host) writeLines(sprintf('{"pid": %d, "host": "%s"}', pid, host), owner)
@@ -139,4 +140,18 @@ test_that("a run is 'running' only while its owner process lives on this host", 
   writeLines("TRUE", file.path(run, "tfruns.d", "properties", "completed"))
   expect_identical(tpu_ls_runs(runs)$status, "completed")
   expect_identical(tpu_ls_runs(runs)$error_message, "boom")
+})
+
+test_that("a run whose owner pid now belongs to a later process is interrupted, as in Python", {
+  runs <- tempfile("runs-")
+  run <- file.path(runs, "2026-11-29T11-00-00Z")
+  dir.create(file.path(run, "tfruns.d", "properties"), recursive = TRUE)
+  on.exit(unlink(runs, recursive = TRUE), add = TRUE)
+  # the run started a day before this R process: the pid this R process holds was reused
+  writeLines(sprintf("%.3f", as.numeric(Sys.time()) - 86400 - as.numeric(proc.time()[["elapsed"]])),
+             file.path(run, "tfruns.d", "properties", "start"))
+  writeLines("FALSE", file.path(run, "tfruns.d", "properties", "completed"))
+  writeLines(sprintf('{"pid": %d, "host": "%s"}', Sys.getpid(), Sys.info()[["nodename"]]),
+             file.path(run, "tfruns.d", "owner.json"))
+  expect_identical(tpu_ls_runs(runs)$status, "interrupted")
 })

@@ -29,13 +29,16 @@ __all__ = [
     "check_config",
     "check_report_dict",
     "compare_report",
+    "default_table_dir",
     "evaluate_export",
     "evaluate_job",
+    "export_info",
     "exception_classes",
     "flag_overrides",
     "export_job",
     "export_model",
     "from_json",
+    "is_export_dir",
     "job_result_dict",
     "predict",
     "predict_files",
@@ -47,6 +50,7 @@ __all__ = [
     "run_cluster",
     "run_job",
     "run_report",
+    "run_status",
     "start_tensorboard",
     "strings_to_numpy",
     "to_json",
@@ -215,7 +219,7 @@ def callable_hook(fn, name: str):
 @r_interruptible
 def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     """Metrics of the latest checkpoint in `model_dir` (a run or model folder)."""
-    from tpuestimator.jobs.job import evaluate_job as _evaluate_job
+    from tpuestimator.jobs.model_dir_jobs import evaluate_job as _evaluate_job
 
     return _evaluate_job(model_dir, data_pattern=data_pattern)
 
@@ -271,7 +275,7 @@ def predict_table_file_to_file(export_dir: str, path: str, out: str, chunk_rows:
 @r_interruptible
 def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
     """Exports the latest checkpoint in `model_dir`; returns the export's path."""
-    from tpuestimator.jobs.job import export_job as _export_job
+    from tpuestimator.jobs.model_dir_jobs import export_job as _export_job
 
     return _export_job(model_dir, export_dir, format=format)
 
@@ -293,7 +297,7 @@ def export_model(model_dir: str, export_dir: str, format: str = "saved_model", q
 @r_interruptible
 def predict(export_dir: str, features: Any) -> list[dict]:
     """Per-example predictions of the SavedModel in `export_dir`."""
-    from tpuestimator.jobs.job import predict as _predict
+    from tpuestimator.serving.exports import predict as _predict
 
     return _predict(export_dir, features)
 
@@ -483,11 +487,44 @@ def table_task_note(frame: Any, label: str) -> str | None:
     return task_message(label, task, why, syntax="r")
 
 
+def export_info(export_dir: str) -> dict | None:
+    """An export's metadata (`tpuestimator.serving.export_info.ExportInfo`, as its file's dict),
+    None for a folder tpuestimator did not export: what R reads of an export (class names, the
+    feature spec), from the one reader."""
+    from tpuestimator.serving.export_info import read_export_info
+
+    info = read_export_info(export_dir)
+    return info.to_dict() if info is not None else None
+
+
+def default_table_dir(label: str, model: str, run_dir: str | None = None) -> str:
+    """A table model's folder when R names none (`tpuestimator.tables.api.default_table_dir`)."""
+    from tpuestimator.tables.api import default_table_dir as _default_table_dir
+
+    return _default_table_dir(label, model, run_dir)
+
+
+def run_status(run_dir: str) -> str:
+    """A run's status (`tpuestimator.runs.reading.run_status`): R's `tpu_ls_runs()` gives Python's,
+    with its owner check (host, pid and start time: a reused pid is not the owner)."""
+    from tpuestimator.runs.reading import run_status as _run_status
+
+    return _run_status(run_dir)
+
+
+def is_export_dir(path: str) -> bool:
+    """Whether `path` is an export tpuestimator wrote (`tpuestimator.serving.exports.is_export_dir`)."""
+    from tpuestimator.serving.exports import is_export_dir as _is_export_dir
+
+    return _is_export_dir(path)
+
+
 def table_export(export_dir: str) -> dict | None:
     """The table an export was trained on ({feature_columns, task, label}), None for other exports."""
     from tpuestimator.serving import open_export
 
-    return open_export(export_dir).meta.get("table")
+    table = open_export(export_dir).info.table
+    return table.to_dict() if table is not None else None
 
 
 @r_interruptible

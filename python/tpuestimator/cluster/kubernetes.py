@@ -78,7 +78,7 @@ def manifest_yaml(shape: ClusterShape, *, config_path: str, image: str, name: st
     shape.check_strategy(cfg.run.strategy)
     with open(config_path, encoding="utf-8") as f:
         text = f.read()
-    name = name or cfg.raw.get("name") or os.path.splitext(os.path.basename(config_path))[0]
+    name = name or cfg.name or os.path.splitext(os.path.basename(config_path))[0]
     objects = manifest_objects(shape, name=name, config_text=text, config_name=os.path.basename(config_path),
                                image=image, train_args=train_args)
     header = (f"# tpuestimator cluster: {len(shape.tasks())} tasks ({', '.join(f'{k} {i}' for k, i in shape.tasks())}),\n"

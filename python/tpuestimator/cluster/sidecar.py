@@ -30,7 +30,7 @@ from tpuestimator.core.checkpointing import checkpoint_path_step
 from tpuestimator.core.cluster_task import tf_config_task
 from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.runs import naming
-from tpuestimator.runs.query import read_properties, run_status
+from tpuestimator.runs.reading import read_properties, run_status
 from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)

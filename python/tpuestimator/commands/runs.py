@@ -144,7 +144,7 @@ def _ls(args) -> int:
 
 
 def _show(args) -> int:
-    from tpuestimator.runs.query import run_info
+    from tpuestimator.runs.reading import run_info
     from tpuestimator.runs.report import format_run_text, write_run_report
 
     info = run_info(args.run, args.runs_dir)
@@ -160,7 +160,7 @@ def _show(args) -> int:
 
 def _compare(args) -> int:
     import tpuestimator.runs.naming as naming
-    from tpuestimator.runs.query import run_info
+    from tpuestimator.runs.reading import run_info
     from tpuestimator.runs.report import format_compare_text, write_compare_report
 
     names = list(args.runs)
@@ -188,7 +188,7 @@ def _compare(args) -> int:
 
 def _clean(args) -> int:
     import tpuestimator.runs.naming as naming
-    from tpuestimator.runs.query import clean_runs
+    from tpuestimator.runs.clean import clean_runs
 
     if not args.runs:
         count = len(naming.list_run_dirs(args.runs_dir))

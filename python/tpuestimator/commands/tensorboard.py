@@ -40,7 +40,7 @@ def resolve_targets(targets: Sequence[str], runs_dir: str) -> str | dict[str, st
     Raises:
       RunNotFoundError: a target is neither an existing folder nor a run of `runs_dir`.
     """
-    from tpuestimator.runs.query import RunNotFoundError, resolve_run
+    from tpuestimator.runs.reading import RunNotFoundError, resolve_run
 
     if not targets:
         if not Path(runs_dir).is_dir():

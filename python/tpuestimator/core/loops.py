@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tpuestimator.core.tracing import device_function
-from tpuestimator.spec import called_as_written
+from tpuestimator.system.graph_code import as_written
 
 
 def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, per_step=None):
@@ -171,7 +171,7 @@ def make_loop_reader(metrics, finite_variables=None):
     return device_function(read)
 
 
-@called_as_written
+@as_written
 def all_finite(variables):
     """In a traced function: a boolean tensor, True when every floating variable is finite."""
     import tensorflow as tf

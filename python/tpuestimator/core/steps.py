@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.tracing import device_function
-from tpuestimator.spec import called_as_written, model_inputs, split_element
+from tpuestimator.spec import model_inputs, split_element
+from tpuestimator.system.graph_code import as_written
 
 
 def call_model(state, features, training: bool):
@@ -70,7 +71,7 @@ def make_train_step(state, forward_backward, *, per_step_values: bool = False):
     return replica_step
 
 
-@called_as_written
+@as_written
 def add_to_metric(metric, *args):
     """`metric.update_state(*args)` made of atomic additions, for metrics whose update adds to
     every variable (`Mean`, `Sum`: the train metrics).

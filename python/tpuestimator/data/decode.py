@@ -17,9 +17,9 @@ import tensorflow as tf
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import apply_assertions, assert_label_range
 from tpuestimator.data.augment import augmentation_active, position_seed, scale_pixels
-from tpuestimator.data.epochs import plain
 from tpuestimator.errors import DataError
 from tpuestimator.models.table_preprocessing import preprocessor_for
+from tpuestimator.system.graph_code import as_written
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +115,11 @@ class BatchDecoder:
                 if feature.kind in ("jpeg", "png"):
                     self.encoded[name] = (list(feature.image_shape), 1)
 
-    @plain  # plain graph code, also where a serving signature calls it (data/epochs.py)
+    @as_written  # plain graph code, also where a serving signature calls it (system/graph_code.py)
     def parse(self, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(serialized, self.pspec)
 
-    @plain
+    @as_written
     def decode_one(self, record: dict[str, tf.Tensor], seed: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         """One parsed record -> decoded (and, with a per-image augmenter, augmented with `seed`)."""
         out = dict(record)
@@ -130,7 +130,7 @@ class BatchDecoder:
                 out[key] = _decode_image(record[key], shape, ratio)
         return out
 
-    @plain
+    @as_written
     def decode_batch(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         out = dict(parsed)
         for key, (shape, ratio) in self.encoded.items():
@@ -138,7 +138,7 @@ class BatchDecoder:
                                  fn_output_signature=tf.TensorSpec(shape, tf.float32))
         return out
 
-    @plain
+    @as_written
     def finish(self, parsed: dict[str, tf.Tensor]):
         features: dict[str, tf.Tensor] = {}
         img = self.image
@@ -173,7 +173,7 @@ class BatchDecoder:
             features = apply_assertions(features, self.assertions, self.fmt)
         return features, labels
 
-    @plain
+    @as_written
     def __call__(self, serialized: tf.Tensor):
         parsed = self.parse(serialized)
         if self.encoded:
@@ -202,20 +202,20 @@ class BatchDecoder:
         if not batched:
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         if self.encoded:  # JPEG/PNG: parse per batch, decode (and augment) each image in parallel
-            ds = ds.map(plain(self.parse), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+            ds = ds.map(as_written(self.parse), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
             if self.image_augment is not None:
                 ds = ds.enumerate(start=first_batch * batch_size).map(
-                    plain(lambda i, record: self.decode_one(record, position_seed(seed, i))),
+                    as_written(lambda i, record: self.decode_one(record, position_seed(seed, i))),
                     num_parallel_calls=tf.data.AUTOTUNE)
             else:
-                ds = ds.map(plain(self.decode_one), num_parallel_calls=tf.data.AUTOTUNE)
+                ds = ds.map(as_written(self.decode_one), num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=drop_remainder)
             parse = None
         else:
             parse = self.parse
         if augment is None:
-            return ds.map(plain(lambda s: finish(parse(s) if parse else s)), num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.enumerate(start=first_batch).map(plain(lambda i, s: finish(parse(s) if parse else s, i)),
+            return ds.map(as_written(lambda s: finish(parse(s) if parse else s)), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.enumerate(start=first_batch).map(as_written(lambda i, s: finish(parse(s) if parse else s, i)),
                                                    num_parallel_calls=tf.data.AUTOTUNE)
 
 
@@ -225,14 +225,14 @@ def make_batch_decoder(spec: specs.DataSpec, mode: str, *, num_classes: int | No
     return BatchDecoder(spec, mode, num_classes=num_classes, image_augment=image_augment)
 
 
-@plain
+@as_written
 def _raw_image(raw: tf.Tensor, shape: list[int], scale: str) -> tf.Tensor:
     pixels = tf.io.decode_raw(raw, tf.uint8)
     images = tf.reshape(pixels, [-1] + list(shape))
     return scale_pixels(tf.cast(images, tf.float32) * (1.0 / 255.0), scale)
 
 
-@plain
+@as_written
 def _decode_pixels(data: tf.Tensor, channels: int, ratio: int) -> tf.Tensor:
     """One JPEG/PNG string -> uint8 [H, W, channels] at its own size (1/ratio for JPEGs)."""
     if ratio and ratio > 1:  # JPEGs decode at 1/ratio size (much faster for large photos)
@@ -242,7 +242,7 @@ def _decode_pixels(data: tf.Tensor, channels: int, ratio: int) -> tf.Tensor:
     return tf.io.decode_image(data, channels=channels, expand_animations=False)
 
 
-@plain
+@as_written
 def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
     """One JPEG/PNG string -> float32 [h, w, c] in [0, 1], resized (bilinear) to `shape`."""
     height, width, channels = shape
@@ -251,7 +251,7 @@ def _decode_image(data: tf.Tensor, shape: list[int], ratio: int) -> tf.Tensor:
     return tf.ensure_shape(img, [height, width, channels])
 
 
-@plain
+@as_written
 def parse_serialized(data_section: Any, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     """Eval-mode features of a batch of serialized `tf.Example`s (for a serving signature)."""
     spec = specs.resolve_section(data_section)
@@ -259,7 +259,7 @@ def parse_serialized(data_section: Any, serialized: tf.Tensor) -> dict[str, tf.T
     return features
 
 
-@plain
+@as_written
 def image_input(data_section: Any) -> tuple[str, list[int], int, str] | None:
     """The one image input of an image model: (feature name, [height, width, channels], JPEG
     decode ratio, record kind), or None when the data is not one image (tabular or several
@@ -277,7 +277,7 @@ def image_input(data_section: Any) -> tuple[str, list[int], int, str] | None:
     return None
 
 
-@plain
+@as_written
 def image_bytes_features(data_section: Any, images: tf.Tensor) -> dict[str, tf.Tensor]:
     """A batch of JPEG/PNG strings -> the features an image model saw in evaluation (for a serving
     signature taking raw image bytes): each image decoded with the channels of the data, resized

@@ -25,11 +25,11 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-# tf.data converts every function it maps with AutoGraph unless told not to. The pipeline's own
-# functions are plain graph code (no Python `if`/`for` on tensors), and converting them was about
-# a fifth of a small table training's CPU (0.5-0.9 s per pipeline built, of 3-4 s warm); a
-# function that needed conversion fails loudly when traced, never silently.
-plain = tf.autograph.experimental.do_not_convert
+from tpuestimator.system.graph_code import as_written
+
+# The name data/pipeline.py still imports (that module is being rewritten on another branch): the
+# same function as `as_written`, to go when pipeline.py imports `system.graph_code.as_written`.
+plain = as_written
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def shuffled_windows(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
         return tf.gather(block, tf.random.experimental.stateless_shuffle(tf.range(tf.shape(block)[0]), seed=key))
 
     def numbered(epoch, blocks):  # (epoch, window index, window): what the permutation is keyed by
-        return blocks.map(plain(lambda index, block: (epoch, index, block)))
+        return blocks.map(as_written(lambda index, block: (epoch, index, block)))
 
     def windows(epoch):
         return numbered(epoch, read_epoch(epoch).rebatch(window, drop_remainder=False).enumerate())
@@ -129,12 +129,12 @@ def shuffled_windows(read_epoch: Callable[[tf.Tensor], tf.data.Dataset], *, wind
     first = read_epoch(first_epoch).rebatch(window, drop_remainder=False).enumerate()
     if skip_batches:  # whole windows read and dropped unpermuted (numbered before the skip)
         first = first.skip(first_window)
-    rest = tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(plain(windows))
+    rest = tf.data.Dataset.range(first_epoch + 1, _INFINITE).flat_map(as_written(windows))
     # One parallel map over all epochs' windows: inside `flat_map` it started anew and drained
     # at every epoch's end (benchmarks/README.md, Tables).
-    ds = numbered(first_epoch, first).concatenate(rest).map(plain(permute), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = numbered(first_epoch, first).concatenate(rest).map(as_written(permute), num_parallel_calls=tf.data.AUTOTUNE)
     if skip_batches:  # records of the landing window that were trained on
-        ds = ds.enumerate().map(plain(lambda i, block: block[tf.where(i == 0, dropped, 0):]))
+        ds = ds.enumerate().map(as_written(lambda i, block: block[tf.where(i == 0, dropped, 0):]))
     return ds
 
 
@@ -160,7 +160,7 @@ def shuffled_records(cached: tf.data.Dataset, *, buffer: int, seed: int, skip_re
         return cached.shuffle(buffer, seed=key, reshuffle_each_iteration=False)
 
     # The landing epoch too through flat_map (the skip stays inside it: offset < its records).
-    return endless(tf.data.Dataset.range(first_epoch, _INFINITE).flat_map(plain(epoch)).skip(offset))
+    return endless(tf.data.Dataset.range(first_epoch, _INFINITE).flat_map(as_written(epoch)).skip(offset))
 
 
 def endless(ds: tf.data.Dataset) -> tf.data.Dataset:

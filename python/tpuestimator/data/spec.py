@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator.config import DEFAULTS
+from tpuestimator.data.manifest_types import Manifest
 from tpuestimator.data.spec_types import (  # noqa: F401  (imported from here)
     Assertion,
     Augment,
@@ -45,11 +46,11 @@ _SECTION_DEFAULTS: dict[str, Any] = DEFAULTS["data"]
 # Manifests read in this process, by path: (modification time, size) when read, the parsed file.
 # A job resolves its data section several times (preflight, params, each input, exports): the
 # file is read once, and again only when it changed.
-_MANIFESTS: dict[str, tuple[tuple[int, int], dict]] = {}
+_MANIFESTS: dict[str, tuple[tuple[int, int], Manifest]] = {}
 _MANIFESTS_KEPT = 32
 
 
-def load_manifest(path: str) -> dict:
+def load_manifest(path: str) -> Manifest:
     """Reads a manifest.json written by `tpuestimator.data.writers` (or a folder holding one);
     read once per process while its modification time and size stay the same.
 
@@ -69,10 +70,10 @@ def load_manifest(path: str) -> dict:
         cached = _MANIFESTS[path] = (stamp, read_manifest_file(path))
         while len(_MANIFESTS) > _MANIFESTS_KEPT:
             _MANIFESTS.pop(next(iter(_MANIFESTS)))
-    return copy.deepcopy(cached[1])
+    return cached[1]  # frozen: shared by the job's resolutions
 
 
-def read_manifest_file(path: str) -> dict:
+def read_manifest_file(path: str) -> Manifest:
     """The manifest file at `path`, parsed and checked (`load_manifest` reads through this, once).
 
     Raises:
@@ -86,10 +87,7 @@ def read_manifest_file(path: str) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"data.manifest: {path!r} is not valid JSON ({exc}). Rewrite it with "
                         "`tpuestimator data write`.", path=path) from None
-    if not isinstance(manifest, dict) or "format" not in manifest:
-        raise DataError(f"data.manifest: {path!r} has no `format` field; it is not a tpuestimator "
-                        "manifest. Rewrite it with `tpuestimator data write`.", path=path)
-    return manifest
+    return Manifest.from_dict(manifest, path=path)
 
 
 def manifest_path(path: str) -> str:
@@ -137,31 +135,32 @@ def resolve_section(data_section: Mapping[str, Any] | Any) -> DataSpec:
     if section.get("manifest"):
         manifest = load_manifest(section["manifest"])
         base = found["manifest_dir"] = _folder(manifest_path(section["manifest"]))
-        found["manifest_splits"] = copy.deepcopy(manifest.get("splits") or {})
-        section.setdefault("format", manifest["format"])
+        found["manifest_splits"] = copy.deepcopy(dict(manifest.splits))
+        section.setdefault("format", manifest.format)
         for key in ("image", "label", "label_offset", "features"):
-            if key in manifest and key not in section:
-                section[key] = copy.deepcopy(manifest[key])
-        if "vocabulary" not in section and manifest.get("vocabulary"):
-            section["vocabulary"] = list(manifest["vocabulary"])
+            if getattr(manifest, key) is not None and key not in section:
+                section[key] = copy.deepcopy(getattr(manifest, key))
+        if "vocabulary" not in section and manifest.vocabulary:
+            section["vocabulary"] = list(manifest.vocabulary)
         for split in ("train", "eval"):
-            info = manifest.get("splits", {}).get(split)
-            if split not in section and info and info.get("pattern"):
+            info = manifest.split(split)
+            if split not in section and info.get("pattern"):
                 section[split] = _join(base, info["pattern"])
-        if "num_classes" in manifest:
-            found["manifest_num_classes"] = manifest["num_classes"]
-        if manifest.get("feature_columns"):
+        if manifest.num_classes is not None:
+            found["manifest_num_classes"] = manifest.num_classes
+        if manifest.feature_columns:
             from tpuestimator.models.feature_columns import apply_overrides
 
             # parsed here, once the config's overrides are merged in; a key no column has is named
             # with the manifest's file when the manifest has it, else as the config's field
-            parse_columns(manifest["feature_columns"], source=manifest_path(section["manifest"]))
+            parse_columns(manifest.feature_columns, source=manifest_path(section["manifest"]))
             section["feature_columns"] = parse_columns(
-                apply_overrides(manifest["feature_columns"], section.get("feature_columns")), where="data.feature_columns")
-        if manifest.get("task"):
-            section.setdefault("task", manifest["task"])
-        if manifest.get("label_stats"):  # a regression label's training mean and std (tables.write)
-            found["label_stats"] = copy.deepcopy(manifest["label_stats"])
+                apply_overrides(copy.deepcopy(manifest.feature_columns), section.get("feature_columns")),
+                where="data.feature_columns")
+        if manifest.task:
+            section.setdefault("task", manifest.task)
+        if manifest.label_stats:  # a regression label's training mean and std (tables.write)
+            found["label_stats"] = copy.deepcopy(manifest.label_stats)
     fmt = section.get("format")
     if fmt not in FORMATS:
         raise DataError(f"data.format is {fmt!r}; expected one of {', '.join(FORMATS)} "

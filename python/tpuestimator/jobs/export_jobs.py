@@ -78,15 +78,15 @@ def evaluate_export(export_dir: str, *, data_pattern: str | list[str] | None = N
     if record:
         spec = predictor.resolved_data_section(data_pattern, mode="eval")
         # the run's archived config: a dict (serialization)
-        config = {"model": predictor.meta.get("model"), "data": spec.as_section(),
+        config = {"model": predictor.info.model, "data": spec.as_section(),
                   "eval": {"batch_size": batch_size}}
         flags = {"export_dir": os.path.abspath(predictor.export_dir), "data": _as_text(spec.eval)}
         props = {"type": "evaluation", "export_dir": os.path.abspath(predictor.export_dir)}
-        if isinstance(predictor.meta.get("global_step"), int):
-            props["global_step"] = predictor.meta["global_step"]
+        if predictor.info.global_step is not None:
+            props["global_step"] = predictor.info.global_step
         recorder = RunRecorder.create(runs_dir or "runs", config=config, flags=flags, script=None,
                                       planned_rows=None, properties=props)
-    regression = (predictor.meta.get("table") or {}).get("task") == "regression"
+    regression = predictor.info.task == "regression"
     try:
         if regression:
             report, points = _evaluate_regression(predictor, data_pattern, batch_size, progress)

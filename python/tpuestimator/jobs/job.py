@@ -30,11 +30,11 @@ from tpuestimator.debug.sentinel import NonFiniteReportHook
 from tpuestimator.errors import DiskFullError
 from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook, SummaryHook
 from tpuestimator.hooks.hparams import HParamsHook
-from tpuestimator.jobs.from_config import build_estimator, input_fn_for, model_params
+from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.jobs.interrupts import StopOnSignal, TrainingInterrupted
 from tpuestimator.jobs.leftovers import remove_stale_temporaries
 from tpuestimator.jobs.logcapture import capture_log
-from tpuestimator.jobs.model_dir_jobs import evaluate_job, export_job, load_job_config, resolve_model_dir, write_warmup
+from tpuestimator.jobs.model_dir_jobs import write_warmup
 from tpuestimator.jobs.model_dir_lock import model_dir_lock
 from tpuestimator.jobs.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.jobs.preflight import check_job
@@ -46,30 +46,14 @@ from tpuestimator.serving.exports import (
     data_serving_inputs,
     export_metadata,
     is_export_dir,
-    predict,
     write_export_metadata,
 )
 from tpuestimator.system.diskspace import disk_full_error, is_disk_full, translate_disk_full
 from tpuestimator.system.io import atomic_write_text
 
-# `tpuestimator.jobs.job` is the entry point the R package (inst/python/tpuestimatorr_bridge), the
-# tests and users call: besides `run_job` it re-exports the jobs on a trained model dir
-# (model_dir_jobs.py), prediction (serving.py) and the config -> Estimator builders
-# (from_config.py) under their old names here.
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "JobResult",
-    "build_estimator",
-    "evaluate_job",
-    "export_job",
-    "input_fn_for",
-    "load_job_config",
-    "model_params",
-    "predict",
-    "resolve_model_dir",
-    "run_job",
-]
+__all__ = ["JobResult", "run_job"]
 
 
 @dataclasses.dataclass

@@ -8,7 +8,6 @@ these (R through `tpuestimator.jobs.job`, which re-exports them).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Iterable
@@ -23,9 +22,9 @@ from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.jobs.model_dir_lock import model_dir_lock
 from tpuestimator.models.feature_columns import input_name
 from tpuestimator.serving import litert
-from tpuestimator.serving.exports import EXPORT_META, data_serving_inputs, is_export_dir, write_export_metadata
+from tpuestimator.serving.export_info import EXPORT_META, read_export_info, write_export_info
+from tpuestimator.serving.exports import data_serving_inputs, is_export_dir, write_export_metadata
 from tpuestimator.spec import Mode
-from tpuestimator.system.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 
@@ -247,8 +246,9 @@ def export_tflite(export_dir: str, target: str, cfg: JobConfig, quantize: str, r
                   verified_on=eval_mode)
     if not report["passed"]:
         logger.warning("the TFLite model %s misses its check: %s", target, report)
-    meta_path = os.path.join(export_dir, "assets.extra", EXPORT_META)
-    meta = json.loads(Path(meta_path).read_text())
-    meta.setdefault("tflite", {})[report["file"]] = report
-    atomic_write_json(meta_path, meta)
+    info = read_export_info(export_dir)
+    if info is None:
+        raise ConfigError("EXPORT_DIR", export_dir, f"an export with assets.extra/{EXPORT_META}; export it again "
+                          "with `tpuestimator export`")
+    write_export_info(export_dir, info.with_tflite(report))
     return report

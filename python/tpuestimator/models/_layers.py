@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tpuestimator.errors import ModelFnError
+from tpuestimator.system.graph_code import as_written
 
 
 def feature_inputs(params: dict):
@@ -48,16 +49,6 @@ def accuracy_report() -> dict:
         return keras.metrics.sparse_categorical_accuracy(labels, outputs)
 
     return {"accuracy": as_written(accuracy)}
-
-
-def as_written(fn):
-    """`fn` (the built-in models' graph code: heads, losses, metrics) called as written inside a
-    `tf.function`: AutoGraph does not convert it, as Keras 3 does not convert its own train step.
-    Converting them cost each new process about a second of its first training for nothing (no
-    Python `if`/`for` in them depends on a tensor). A user's functions keep AutoGraph."""
-    import tensorflow as tf
-
-    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def num_classes(params: dict) -> int:

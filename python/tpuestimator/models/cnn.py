@@ -5,8 +5,9 @@ the `mode` branches disappear (the Estimator handles replicas and modes).
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
+from tpuestimator.system.graph_code import as_written
 
 
 def cnn(params: dict) -> ModelSpec:

@@ -15,8 +15,9 @@ squared (Huber) error divided by the variance: the loss of the standardized labe
 from __future__ import annotations
 
 from tpuestimator.errors import ConfigError
-from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
+from tpuestimator.system.graph_code import as_written
 
 LOSSES = ("mse", "huber")
 

@@ -6,8 +6,9 @@ The seed computes logits, then `probabilities = softmax(logits)`, `class_int = a
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
+from tpuestimator.system.graph_code import as_written
 
 
 def image_classifier(params: dict) -> ModelSpec:

@@ -23,7 +23,7 @@ from typing import Any
 
 from tpuestimator.models.column_spec import ColumnSpec, columns_as_dicts, parse_columns
 from tpuestimator.models.feature_columns import input_name
-from tpuestimator.spec import called_as_written
+from tpuestimator.system.graph_code import as_written
 
 
 def encoded_features(columns: Mapping[str, ColumnSpec]) -> dict[str, tuple[list[int], str]]:
@@ -99,14 +99,9 @@ class TablePreprocessor:
         """The raw values it takes: name -> ([], dtype name)."""
         return {name: ([], raw_dtype(c)) for name, c in self.columns.items() if c.stored}
 
-    @called_as_written
+    @as_written  # plain graph code, traced by the input pipeline, the steps and the export alike
     def __call__(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        import tensorflow as tf
-
-        # Plain graph code: called as written (not converted by AutoGraph, which a training's
-        # first trace of the input pipeline, the steps and the export otherwise pays, about a
-        # second per process, for nothing: no Python `if`/`for` here depends on a tensor).
-        return tf.autograph.experimental.do_not_convert(self._preprocess)(raw)
+        return self._preprocess(raw)
 
     def _preprocess(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         import tensorflow as tf

@@ -1,8 +1,9 @@
 """`linear` and `mlp` model functions over any numeric features (flattened and concatenated)."""
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, as_written, classifier_loss, feature_inputs, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, feature_inputs, num_classes
 from tpuestimator.spec import ModelSpec, classification_predictions
+from tpuestimator.system.graph_code import as_written
 
 
 def _flat_inputs(params):

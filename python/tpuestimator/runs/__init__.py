@@ -7,8 +7,10 @@ Writing: `RunRecorder` (one run folder per training). Reading: `ls_runs`, `lates
 Layer 3: may import the contracts, `core` (the hook protocol) and `data`; never hooks,
 debug, serving, jobs, cluster or commands.
 """
+from tpuestimator.runs.clean import clean_runs
 from tpuestimator.runs.naming import create_run_dir, format_run_name, is_run_dir, list_run_dirs
-from tpuestimator.runs.query import RunNotFoundError, clean_runs, latest_run, ls_runs, resolve_run, run_info
+from tpuestimator.runs.query import latest_run, ls_runs
+from tpuestimator.runs.reading import RunNotFoundError, resolve_run, run_info
 from tpuestimator.runs.record import RunRecorder
 from tpuestimator.runs.report import write_compare_report, write_run_report
 from tpuestimator.runs.validate import check_run_dir, check_runs_dir

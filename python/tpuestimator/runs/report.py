@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuestimator.runs.plots import PALETTE, Series, line_chart_svg, metric_groups, run_series
-from tpuestimator.runs.query import run_info
+from tpuestimator.runs.reading import run_info
 from tpuestimator.system.io import atomic_write_text
 
 OUTPUT_LIMIT = 100_000  # characters of output.log shown (the tail)

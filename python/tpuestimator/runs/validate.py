@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import tpuestimator.runs.naming as naming
-from tpuestimator.runs.query import BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES, completed_rows, progress_column
+from tpuestimator.runs.columns import BOOL_PROPERTIES, FLOAT_PROPERTIES, INT_PROPERTIES, completed_rows, progress_column
 
 
 class _NonFinite(ValueError):

@@ -74,10 +74,10 @@ class ExportPredictor:
     def __init__(self, export_dir: str | os.PathLike):
         self.export = open_export(os.fspath(export_dir))
         self.export_dir = self.export.path
-        self.meta = self.export.meta
+        self.info = self.export.info
         names = set(self.export.signature_names)
-        self.class_names = [str(c) for c in (self.meta.get("class_names") or [])]
-        self.data_section = dict(self.meta.get("data") or {})
+        self.class_names = list(self.info.class_names)
+        self.data_section = dict(self.info.data)
         # serving_default on tf.Example records; in exports from before the three signatures it
         # took the decoded features (today's `features` signature)
         self.takes_examples = EXAMPLES_SIGNATURE in names and _single_string_input(self.export, EXAMPLES_SIGNATURE)

@@ -10,7 +10,6 @@ The CLI's `tpuestimator predict` and R's `predict()` call `predict`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,11 +24,14 @@ from tpuestimator.core.signatures import (
     ServingInput,
 )
 from tpuestimator.errors import ConfigError
-from tpuestimator.system.io import atomic_write_json
-
-EXPORT_META = "tpuestimator.json"
-
-
+from tpuestimator.serving.export_info import (  # noqa: F401  (EXPORT_META: its importers' old home)
+    EXPORT_META,
+    ExportInfo,
+    TableInfo,
+    export_info_path,
+    read_export_info,
+    write_export_info,
+)
 
 
 def data_serving_inputs(data_section: Any) -> dict[str, ServingInput]:
@@ -62,41 +64,45 @@ def write_export_metadata(export_dir: str, cfg, estimator) -> None:
       cfg: the job's `JobConfig`.
       estimator: the Estimator that exported it (built: its spec and feature spec are read).
     """
-    atomic_write_json(os.path.join(export_dir, "assets.extra", EXPORT_META), export_metadata(cfg, estimator))
+    write_export_info(export_dir, export_info(cfg, estimator))
 
 
-def export_metadata(cfg, estimator) -> dict:
-    """What `write_export_metadata` writes, for an export of `estimator` at its current step
-    (exporters pass it as `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
-    # the file holds the config's data section as written (a dict: serialization), read back by
-    # `ExportPredictor` and resolved there
-    meta = {"data": cfg.to_dict()["data"], "class_names": list(estimator.spec.class_names or []),
-            "feature_spec": {k: [list(s), d] for k, (s, d) in estimator.feature_spec.items()},
-            "model": cfg.model, "global_step": estimator.global_step}
+def export_info(cfg, estimator) -> ExportInfo:
+    """The `ExportInfo` of an export of `estimator` at its current step."""
+    from tpuestimator.config_sections import section_as_written
     from tpuestimator.data.spec import resolve_section
     from tpuestimator.models.column_spec import columns_as_dicts
 
     spec = resolve_section(cfg.data)
+    table = None
     if spec.feature_columns:  # a table: what its raw values are (predict_table, evaluate)
-        meta["table"] = {"feature_columns": columns_as_dicts(spec.feature_columns), "task": spec.task,
-                         "label": spec.label}
-    return meta
+        table = TableInfo(feature_columns=columns_as_dicts(spec.feature_columns), task=spec.task,
+                          label=spec.label)
+    # the file holds the config's data section as written, resolved again where it is read
+    return ExportInfo(data=section_as_written(cfg.data), class_names=tuple(estimator.spec.class_names or ()),
+                      feature_spec={k: (tuple(s), d) for k, (s, d) in estimator.feature_spec.items()},
+                      model=cfg.model, global_step=estimator.global_step, table=table)
+
+
+def export_metadata(cfg, estimator) -> dict:
+    """What `write_export_metadata` writes, as the file's dict (exporters pass it as
+    `Estimator.export_saved_model(assets_extra=)`: the export appears with it)."""
+    return export_info(cfg, estimator).to_dict()
 
 
 def load_export(export_dir: str):
-    """(loaded SavedModel, metadata dict) of an export written by tpuestimator."""
+    """(loaded SavedModel, `ExportInfo`) of an export written by tpuestimator (an empty
+    `ExportInfo` when it has no metadata)."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(export_dir)
-    meta_path = os.path.join(export_dir, "assets.extra", EXPORT_META)
-    meta = json.loads(Path(meta_path).read_text()) if os.path.exists(meta_path) else {}
-    return loaded, meta
+    return loaded, read_export_info(export_dir) or ExportInfo()
 
 
 def is_export_dir(path: str | os.PathLike) -> bool:
     """True for a SavedModel folder written by tpuestimator (saved_model.pb + its metadata)."""
     path = Path(path)
-    return (path / "saved_model.pb").is_file() and (path / "assets.extra" / EXPORT_META).is_file()
+    return (path / "saved_model.pb").is_file() and export_info_path(path).is_file()
 
 
 # Which export a model dir means when none is named: the final export before the best one
@@ -140,12 +146,13 @@ class LoadedExport:
     Attributes:
       path: the SavedModel folder.
       saved_model: what `tf.saved_model.load` returned.
-      meta: `assets.extra/tpuestimator.json` (data section, class names, feature spec), {} if absent.
+      info: its `assets.extra/tpuestimator.json` (data section, class names, feature spec), an
+        empty `ExportInfo` if absent.
     """
 
     path: str
     saved_model: Any
-    meta: dict
+    info: ExportInfo
 
     @property
     def signature_names(self) -> list[str]:
@@ -202,8 +209,8 @@ def open_export(export_dir: str) -> LoadedExport:
     `open_export(path).run("serving_default", [record_bytes, ...])`,
     `.run("image_bytes", [jpeg_bytes, ...])`, `.run("features", {"image": array})`."""
     path = resolve_export_dir(export_dir)
-    loaded, meta = load_export(path)
-    return LoadedExport(path=path, saved_model=loaded, meta=meta)
+    loaded, info = load_export(path)
+    return LoadedExport(path=path, saved_model=loaded, info=info)
 
 
 def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
@@ -219,10 +226,9 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
       one dict per example (numpy values; `class` as str).
     """
     export = open_export(export_dir)
-    meta = export.meta
     signature = FEATURES_SIGNATURE if FEATURES_SIGNATURE in export.signature_names else EXAMPLES_SIGNATURE
-    feature_arrays = predict_inputs(inputs, meta)
-    check_predict_shapes(feature_arrays, meta.get("feature_spec") or {})
+    feature_arrays = predict_inputs(inputs, export.info)
+    check_predict_shapes(feature_arrays, export.info.feature_spec)
     n = len(next(iter(feature_arrays.values())))
     out: list[dict] = []
     for start in range(0, n, batch_size):
@@ -232,7 +238,7 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
     return out
 
 
-def check_predict_shapes(arrays: dict, spec: dict) -> None:
+def check_predict_shapes(arrays: dict, spec: Mapping) -> None:
     """A wrongly shaped input must be an error naming the feature, not a crash inside TensorFlow."""
     for name, (shape, _dtype) in spec.items():
         if name not in arrays:
@@ -243,10 +249,10 @@ def check_predict_shapes(arrays: dict, spec: dict) -> None:
                               f"shape (n, {', '.join(str(d) for d in shape)}): one row per example")
 
 
-def predict_inputs(inputs, meta: dict) -> dict:
+def predict_inputs(inputs, info: ExportInfo) -> dict:
     import numpy as np
 
-    spec = meta.get("feature_spec") or {}
+    spec = info.feature_spec
     if isinstance(inputs, Mapping):
         return {k: np.asarray(v, dtype=spec.get(k, [None, "float32"])[1]) for k, v in inputs.items()}
     if hasattr(inputs, "shape"):
@@ -263,10 +269,10 @@ def predict_inputs(inputs, meta: dict) -> dict:
         from tpuestimator.data.decode import decode_image_files
         from tpuestimator.data.spec import image_spec
 
-        return {"image": decode_image_files(images, image_spec(meta.get("data")))}
+        return {"image": decode_image_files(images, image_spec(dict(info.data) or None))}
     from tpuestimator import data
 
-    read = data.client_layout_input(meta.get("data") or {}, files, mode="predict", batch_size=256)
+    read = data.client_layout_input(dict(info.data), files, mode="predict", batch_size=256)
     columns: dict[str, list] = {}
     with data.translate_errors(read.data_spec, "predict"):  # a bad file is named with its record
         for element in read():

@@ -1,6 +1,6 @@
 """Whether the process that wrote a lock or a run record still runs.
 
-A model-dir lock (`model_dir_lock`) and a run record's owner file (`runs/query`) both name
+A model-dir lock (`model_dir_lock`) and a run record's owner file (`runs/reading`) both name
 their process by host, pid and start time; a pid alone is not enough, as Linux reuses pids.
 """
 from __future__ import annotations

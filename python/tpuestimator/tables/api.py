@@ -48,6 +48,16 @@ def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str
     return flag_overrides(load_config(with_defaults, overrides), flags)
 
 
+def default_table_dir(label: str, model: str, run_dir: str | os.PathLike | None = None) -> str:
+    """Where a table model trains when the caller names no folder: ``models/table-<label>-<model>``
+    (one per label and canned model, so two models on one label do not meet), or, in a run folder
+    made by tfruns's ``training_run()``, ``<runs folder>/.models/<run>`` (`jobs.modeldir.default_model_dir`:
+    a folder tfruns does not copy, one per run). R's ``tpu_train(formula, data)`` asks here."""
+    from tpuestimator.jobs.modeldir import default_model_dir
+
+    return default_model_dir(None, run_dir) or os.path.join("models", f"table-{label}-{model}")
+
+
 def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: str = "dnn",
                 task: str | None = None, split: Any = 0.2, seed: int = 0,
                 feature_columns: Mapping[str, Any] | None = None, missing: str | Mapping[str, str] | None = None,

@@ -124,12 +124,12 @@ def table_export(export_dir: str | os.PathLike):
     from tpuestimator.serving.exports import open_export
 
     export = open_export(os.fspath(export_dir))
-    columns = (export.meta.get("table") or {}).get("feature_columns")
+    columns = export.info.table.feature_columns if export.info.table is not None else {}
     if not columns:
         raise ConfigError("export_dir", export.path, "the export of a model trained on a table (written with "
                           "write_table / `tpuestimator data write --label`)")
     return (export, parse_columns(columns, where="the export's feature_columns"),
-            [str(c) for c in export.meta.get("class_names") or []])
+            list(export.info.class_names))
 
 
 def iter_table_predictions(export_dir: str | os.PathLike, source: Any, *, chunk_rows: int = CHUNK_ROWS,
