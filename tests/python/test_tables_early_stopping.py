@@ -14,7 +14,7 @@ import pytest
 
 from tpuestimator.config import load_config
 from tpuestimator.errors import ConfigError
-from tpuestimator.runs.query import read_properties
+from tpuestimator.runs.reading import read_properties
 from tpuestimator.tables import predict_table, train_table, write_table
 from tpuestimator.tables.stopping import TABLE_EARLY_STOPPING, apply_table_stopping, evaluation_cadence
 
