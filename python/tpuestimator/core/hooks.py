@@ -21,6 +21,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+# The events a callable hook receives (`CallableHook`; `Hook` also declares `before_eval`).
 EVENTS = ("begin", "before_loop", "after_loop", "after_eval", "after_export", "end", "on_exception")
 
 
@@ -55,6 +56,11 @@ class Hook:
 
     def after_loop(self, step: int, logs: Mapping[str, Any]) -> None:
         """A device loop ended at global step `step` with these results."""
+
+    def before_eval(self, step: int) -> None:
+        """An evaluation at global step `step` is about to run: under `train_and_evaluate`
+        training pauses here, its checkpoint at `step` on disk (what a hook switched on for
+        training steps goes off here). Not forwarded to callables (`CallableHook`)."""
 
     def after_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
         """An evaluation at global step `step` produced `metrics`."""
@@ -156,6 +162,10 @@ class HookList(Hook):
     def after_loop(self, step, logs):
         for h in self.hooks:
             h.after_loop(step, logs)
+
+    def before_eval(self, step):
+        for h in self.hooks:
+            h.before_eval(step)
 
     def after_eval(self, step, metrics):
         for h in self.hooks:

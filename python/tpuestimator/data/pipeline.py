@@ -11,6 +11,7 @@ checks `data.assertions`, augments (train only), optionally transposes and prefe
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tpuestimator.core.input_position import SKIPS_ATTRIBUTE, batches_before_step
+from tpuestimator.core.input_fn import InputFn
+from tpuestimator.core.input_position import batches_before_step
 from tpuestimator.data import epochs
 from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
@@ -51,6 +53,19 @@ _DECODE_RECORDS = 8192
 _DECODE_BYTES = 32 << 20
 
 
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class DataInputFn(InputFn):
+    """The input function `make_input_fn` returns: an `InputFn` that also carries its data section.
+
+    Attributes:
+      data_spec: the resolved `DataSpec` (for `translate_errors` by the caller).
+      mode: "train", "eval" or "predict".
+    """
+
+    data_spec: specs.DataSpec
+    mode: str
+
+
 def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
                         num_classes: int | None = None) -> Callable[[], tf.data.Dataset]:
     """`read()` -> one pass of `(features, labels)` batches of `files` (a pattern or a list),
@@ -74,7 +89,7 @@ def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
     return read
 
 
-def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Dataset]:
+def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
     """Builds `input_fn(params) -> tf.data.Dataset` of `(features, labels)` batches.
 
     Args:
@@ -83,7 +98,8 @@ def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Data
       mode: "train", "eval" or "predict".
 
     Returns:
-      `input_fn(params)`; `params` holds `batch_size` (per replica), `input_context`
+      a `DataInputFn` (`input_fn(params)`, declaring that it skips to the start step itself and,
+      under `data.transpose_input`, its batch axes and `to_model_layout`); `params` holds `batch_size` (per replica), `input_context`
       (`tf.distribute.InputContext` or None), `seed`, `start_step` (train: the stream starts
       at the batch that global step trains on, `tpuestimator.core.input_position`) and optionally
       `num_classes` (used to assert labels are in range when the data names no vocabulary).
@@ -117,13 +133,12 @@ def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Data
                              input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
                              num_classes=classes, skip_batches=skip, service_job=job)
 
-    input_fn.data_spec = spec  # for error translation by the caller
-    if spec.transpose_input:  # read by the Estimator: feature spec, model build and export
-        input_fn.to_model_layout = transpose_input
-        input_fn.batch_axes = dict(TRANSPOSED_BATCH_AXES)
-    input_fn.mode = mode
-    setattr(input_fn, SKIPS_ATTRIBUTE, True)  # it skips to params["start_step"] itself, before decoding
-    return input_fn
+    transposed = bool(spec.transpose_input)  # read by the Estimator: feature spec, model build and export
+    return DataInputFn(fn=input_fn, data_spec=spec, mode=mode,
+                       skips_to_start_step=True,  # it skips to params["start_step"] itself, before decoding
+                       batch_axes=dict(TRANSPOSED_BATCH_AXES) if transposed else {},
+                       to_model_layout=transpose_input if transposed else None)
+
 
 
 def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, batch_size: int,
