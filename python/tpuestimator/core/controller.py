@@ -1,15 +1,16 @@
 """The outer training loop, in the style of Orbit's `Controller`.
 
-`Estimator.train` checks its arguments, builds the model and hands the rest to
-`TrainController.run`: loops of `iterations_per_loop` device steps, with the cadence of
+`Estimator.train` checks its arguments, builds the model and hands the rest to a
+`TrainController`: loops of `iterations_per_loop` device steps, with the cadence of
 everything the host does between them declared in one `Cadence` (loop size, boundaries hooks
-ask for, checkpoints) and the per-loop actions in a fixed order:
+ask for, checkpoints) and the per-loop actions in a fixed order (`TrainController.train_to`):
 
     before_loop hooks -> device loop -> read metrics -> NaN/Inf sentinel -> after_loop hooks
     -> checkpoint when due -> stop when asked or when the input ended
 
 Evaluation and export cadence is one level up, in `tpuestimator.core.training.train_and_evaluate`,
-and declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
+which runs one controller for the whole call (`session`, then `train_to` per segment), and
+declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
 """
 from __future__ import annotations
 
@@ -124,8 +125,8 @@ class TrainController:
 
     One controller brackets the hooks once: `with controller.session(max_steps):` calls
     `begin`, then `end` (or `on_exception` when something inside raises); inside it,
-    `train_to(target)` runs loops up to `target` (several times under `train_and_evaluate`,
-    which evaluates between them). `run(target)` is the three for one `train`.
+    `train_to(target)` runs loops up to `target` (once for `train`; once per segment under
+    `train_and_evaluate`, which evaluates between them).
 
     The controller writes only its own fields and talks to nobody above it: checkpoints go
     through `tpuestimator.core.checkpointing` with the state it was given, what the loops
@@ -161,14 +162,9 @@ class TrainController:
             raise
         hooks.end(self.step, self.logs)
 
-    def run(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
-        """Trains until `target` (None: until the input ends or a hook stops), hooks bracketed."""
-        with self.session(target):
-            self.train_to(target, save_final_checkpoint=save_final_checkpoint)
-        return self.result
-
     def train_to(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
-        """Device loops from the current global step to `target`, stopping early when the input
+        """Device loops from the current global step to `target` (None: until the input ends or
+        a hook stops), stopping early when the input
         ends or a hook asks; a checkpoint at the end (unless `save_final_checkpoint` is False
         or one was just written), on disk when this returns."""
         trainer, hooks, cadence, state = self.trainer, self.hooks, self.cadence, self.state

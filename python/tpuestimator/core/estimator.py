@@ -9,7 +9,7 @@ exactly once (the last partial batch is padded and masked, never dropped).
 The Estimator is the facade users call. What it builds is public: `Estimator.state`
 (`core.state.TrainingState`), `Estimator.trainer` (the training input and its device loops,
 `core.trainer`), `Estimator.evaluator` (evaluation and prediction, `core.evaluator`). A
-`train` call goes `TrainController.run` (`core.controller`) -> `Trainer.run_loop` -> the loop
+`train` call goes `TrainController.train_to` (`core.controller`) -> `Trainer.run_loop` -> the loop
 (`core.loops`) -> `strategy.run` -> the replica step (`core.steps`): docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
@@ -289,7 +289,9 @@ class Estimator:
         self.stop_training = hook_list.stop_training
         if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
             return self
-        result = self.train_controller(input_fn, hook_list).run(target, save_final_checkpoint=save_final_checkpoint)
+        controller = self.train_controller(input_fn, hook_list)
+        with controller.session(target):  # the hooks' begin, then end (or on_exception)
+            result = controller.train_to(target, save_final_checkpoint=save_final_checkpoint)
         self.stop_training, self.last_train_logs = result.stop_requested, result.logs
         return self
 

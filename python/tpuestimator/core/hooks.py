@@ -21,9 +21,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# The events a callable hook receives (`CallableHook`; `Hook` also declares `before_eval`).
-EVENTS = ("begin", "before_loop", "after_loop", "after_eval", "after_export", "end", "on_exception")
-
 
 class Hook:
     """Base class with a no-op method per event.
@@ -78,8 +75,10 @@ class Hook:
 class CallableHook(Hook):
     """Adapts a plain callable `fn(event, info)` (a Python or R function) to the hook API.
 
-    `info` is a dict with `step` and the event's payload (`logs` merged in for after_loop,
-    `metrics` for after_eval). The callable stops training by returning the string "stop"
+    Events: `begin`, `before_loop`, `after_loop`, `after_eval`, `after_export`, `end`,
+    `on_exception` (not `before_eval`: R hooks see the events they always saw). `info` is a
+    dict with `step` and the event's payload (`logs` merged in for after_loop, `metrics` for
+    after_eval). The callable stops training by returning the string "stop"
     or a dict with `{"stop": True}`.
     """
 
@@ -127,9 +126,6 @@ class HookList(Hook):
 
     def __init__(self, hooks: Iterable[Any] = ()):
         self.hooks = [as_hook(h) for h in hooks]
-
-    def append(self, hook: Any) -> None:
-        self.hooks.append(as_hook(hook))
 
     def set_estimator(self, estimator) -> None:
         for h in self.hooks:
