@@ -19,6 +19,7 @@ _EXPORTS = {
     "split_element": "tpuestimator.spec",
     "model_inputs": "tpuestimator.spec",
     "TrainingState": "tpuestimator.core.state",
+    "InputFn": "tpuestimator.core.input_fn",
     "TrainSpec": "tpuestimator.core.training",
     "EvalSpec": "tpuestimator.core.training",
     "train_and_evaluate": "tpuestimator.core.training",
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tpuestimator.config import JobConfig, load_config
     from tpuestimator.core.estimator import Estimator, RunConfig
     from tpuestimator.core.hooks import Hook
+    from tpuestimator.core.input_fn import InputFn
     from tpuestimator.core.state import TrainingState
     from tpuestimator.core.training import EvalSpec, TrainSpec, train_and_evaluate
     from tpuestimator.errors import ConfigError, DataError, NonFiniteError, TPUEstimatorError, TPUUnavailableError

@@ -125,6 +125,21 @@ def test_profiler_hook_profiles_exactly_the_steps_asked(tmp_path):
     assert any(f.endswith(".xplane.pb") for f in found)
 
 
+def test_a_profiler_window_stops_where_training_pauses_for_an_evaluation(tmp_path):
+    """train_and_evaluate runs one controller; the window [3, 6] crosses the evaluation at step 4:
+    the trace stops there (`before_eval`), as it did when each segment ended with `end`."""
+    from tpuestimator.core.training import EvalSpec, TrainSpec, train_and_evaluate
+    from tpuestimator.hooks.profiler import ProfilerHook
+
+    x, y = make_data(256)
+    est = _estimator(tmp_path, iterations_per_loop=10)
+    hook = ProfilerHook(str(tmp_path / "logs"), [3, 6])
+    out = train_and_evaluate(est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=8, hooks=[hook]),
+                             EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=4))
+    assert [h["step"] for h in out.history] == [4, 8]
+    assert hook.profiled == (3, 4) and not hook.active
+
+
 @pytest.mark.quick("hooks", "spec")
 def test_watch_hook_logs_first_values_first_n_times(tmp_path):
     from tpuestimator.errors import ConfigError

@@ -38,10 +38,13 @@ def test_a_signal_saves_a_checkpoint_marks_the_run_interrupted_and_a_rerun_resum
     config = str(fixtures_dir / "parity" / "parity.yaml")
     model_dir, runs = str(tmp_path / "m"), tmp_path / "runs"
     before = signal.getsignal(sig)
+    evaluated = []
     with pytest.raises(TrainingInterrupted) as err:
-        run_job(config, overrides=OVERRIDES, model_dir=model_dir, runs_dir=str(runs), hooks=[send_at(15, sig)],
+        run_job(config, overrides=OVERRIDES, model_dir=model_dir, runs_dir=str(runs),
+                hooks=[send_at(15, sig), lambda event, info: evaluated.append(info["step"]) if event == "after_eval" else None],
                 handle_signals=True)
     assert signal.getsignal(sig) is before  # the caller's handler is back
+    assert evaluated == []  # stopped at once: no evaluation of the interrupted step first
     exc = err.value
     # the loop that was running when the signal came (ending at 15) finished; the next
     # boundary is where it stopped, with a checkpoint there (periodic ones are every 40)

@@ -155,3 +155,57 @@ def test_early_stopping_and_the_best_export_survive_a_restart(tmp_path):
     by_hand = -np.mean(np.log(probabilities[np.arange(len(y)), y]))
     assert by_hand == pytest.approx(evals[0][1], rel=1e-4)
     assert by_hand > more[-1][1] + 1e-3
+
+
+def test_one_controller_brackets_train_and_evaluate_hooks_begin_and_end_once(tmp_path):
+    """One TrainController per train_and_evaluate call: the train hooks see `begin` once (with
+    the job's max_steps), `end` once after the last evaluation and export, and each evaluation
+    as `before_eval` then `after_eval`, training pausing with its checkpoint on disk."""
+    from tpuestimator.core.hooks import Hook
+    from tpuestimator.core.training import EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+
+    model_dir = tmp_path / "m"
+    events = []
+
+    class Recorder(Hook):
+        def begin(self, step, info):
+            events.append(("begin", step, info["max_steps"]))
+
+        def before_loop(self, step):
+            events.append(("before_loop", step))
+
+        def after_loop(self, step, logs):
+            events.append(("after_loop", step))
+
+        def before_eval(self, step):
+            checkpoints = sorted(int(p.name[5:-6]) for p in model_dir.glob("ckpt-*.index"))
+            events.append(("before_eval", step, checkpoints[-1]))
+
+        def after_eval(self, step, metrics):
+            events.append(("after_eval", step))
+
+        def after_export(self, step, export_dir):
+            events.append(("after_export", step))
+
+        def end(self, step, logs):
+            events.append(("end", step))
+
+    callable_events = []
+    x, y = make_data(300)
+    est = _estimator(model_dir)
+    exporters = make_exporters(["latest"], str(tmp_path / "export"), keep=5)
+    out = train_and_evaluate(est, TrainSpec(input_fn=array_input_fn(x, y), max_steps=50,
+                                            hooks=[Recorder(), lambda event, info: callable_events.append(event)]),
+                             EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20, exporters=exporters))
+    assert out.global_step == 50
+
+    def loops(*starts):
+        return [e for s in starts for e in (("before_loop", s), ("after_loop", s + 10))]
+
+    def evaluation(step):
+        return [("before_eval", step, step), ("after_eval", step), ("after_export", step)]
+
+    assert events == [("begin", 0, 50), *loops(0, 10), *evaluation(20), *loops(20, 30), *evaluation(40),
+                      *loops(40), *evaluation(50), ("end", 50)]
+    assert callable_events.count("begin") == callable_events.count("end") == 1
+    assert callable_events[0] == "begin" and callable_events[-1] == "end" and "before_eval" not in callable_events

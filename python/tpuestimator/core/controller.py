@@ -1,22 +1,25 @@
 """The outer training loop, in the style of Orbit's `Controller`.
 
-`Estimator.train` checks its arguments, builds the model and hands the rest to
-`TrainController.run`: loops of `iterations_per_loop` device steps, with the cadence of
+`Estimator.train` checks its arguments, builds the model and hands the rest to a
+`TrainController`: loops of `iterations_per_loop` device steps, with the cadence of
 everything the host does between them declared in one `Cadence` (loop size, boundaries hooks
-ask for, checkpoints) and the per-loop actions in a fixed order:
+ask for, checkpoints) and the per-loop actions in a fixed order (`TrainController.train_to`):
 
     before_loop hooks -> device loop -> read metrics -> NaN/Inf sentinel -> after_loop hooks
     -> checkpoint when due -> stop when asked or when the input ended
 
 Evaluation and export cadence is one level up, in `tpuestimator.core.training.train_and_evaluate`,
-and declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
+which runs one controller for the whole call (`session`, then `train_to` per segment), and
+declared here too: `EvalCadence` (the training segments' ends, when an evaluation is due).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 
+from tpuestimator.core import checkpointing
 from tpuestimator.errors import NonFiniteError
 from tpuestimator.system.faults import fault_point
 
@@ -95,7 +98,7 @@ def check_finite(state, step: int, logs: dict, weights_finite: bool) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainResult:
-    """What one `TrainController.run` ended with.
+    """Where a `TrainController` stands after `train_to` (and at its end).
 
     Attributes:
       step: the global step it reached.
@@ -109,77 +112,96 @@ class TrainResult:
 
 
 class TrainController:
-    """Runs device loops from the current global step to `target` for one `Estimator.train`.
+    """Runs device loops for one `Estimator.train` or one `train_and_evaluate` call.
 
     Args:
-      trainer: the `tpuestimator.core.trainer.Trainer` (input and device loops).
+      trainer: the `tpuestimator.core.trainer.Trainer` (input and device loops), with its
+        input set (`Trainer.use_input`).
+      state: the built `TrainingState` (global step, metrics' names, checkpoints).
       hooks: a `HookList`.
-      cadence: the `Cadence`.
-      save_checkpoint: `() -> path`, writes a checkpoint at the current step.
-      sync_checkpoints: `() -> None`, waits for an asynchronous checkpoint write.
+      config: the `RunConfig` (its `Cadence`, `nan_sentinel`, `async_checkpoint`,
+        `train_batch_size`).
       info: what `Hook.begin` receives besides `max_steps` (model_dir, num_replicas, ...).
 
-    The controller writes only its own fields: what the loops produced comes back from the
-    trainer as `LoopOutput`s, what the hooks want as their declared flags, and `run` returns a
-    `TrainResult`.
+    One controller brackets the hooks once: `with controller.session(max_steps):` calls
+    `begin`, then `end` (or `on_exception` when something inside raises); inside it,
+    `train_to(target)` runs loops up to `target` (once for `train`; once per segment under
+    `train_and_evaluate`, which evaluates between them).
+
+    The controller writes only its own fields and talks to nobody above it: checkpoints go
+    through `tpuestimator.core.checkpointing` with the state it was given, what the loops
+    produced comes back from the trainer as `LoopOutput`s, what the hooks want as their
+    declared flags.
     """
 
-    def __init__(self, *, trainer, hooks, cadence: Cadence, save_checkpoint, sync_checkpoints,
-                 nan_sentinel: bool, async_checkpoint: bool, global_batch_size: int, info: dict):
+    def __init__(self, *, trainer, state, hooks, config, info: dict):
         self.trainer = trainer
+        self.state = state
         self.hooks = hooks
-        self.cadence = cadence
-        self.save_checkpoint = save_checkpoint
-        self.sync_checkpoints = sync_checkpoints
-        self.nan_sentinel = nan_sentinel
-        self.async_checkpoint = async_checkpoint
-        self.global_batch_size = global_batch_size
+        self.cadence = Cadence.from_config(config)
+        self.nan_sentinel = bool(config.nan_sentinel)
+        self.async_checkpoint = bool(config.async_checkpoint)
+        self.global_batch_size = int(config.train_batch_size)
         self.info = info
+        self.step = state.step
+        self.logs: dict = {}  # the last loop's, across `train_to` calls
 
-    def run(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
-        """Trains until `target` (None: until the input ends or a hook stops)."""
-        trainer, hooks, cadence = self.trainer, self.hooks, self.cadence
-        state = trainer.state
-        per_step = hooks.wants_per_step_values
-        start = step = last_saved = state.step
-        hooks.begin(start, {"max_steps": target, **self.info})
-        logs: dict = {}
-        trainer.reset_metrics()
+    @property
+    def result(self) -> TrainResult:
+        return TrainResult(step=self.step, logs=self.logs, stop_requested=self.hooks.stop_training)
+
+    @contextlib.contextmanager
+    def session(self, max_steps: int | None):
+        """`begin` now; `end` when the block ends, `on_exception` (and the error) when it raises."""
+        hooks = self.hooks
+        hooks.begin(self.step, {"max_steps": max_steps, **self.info})
         try:
-            while target is None or step < target:
-                n = cadence.loop_size(step, target, hooks)
-                hooks.before_loop(step)
-                out = trainer.run_loop(n, per_step=per_step, finiteness=self.nan_sentinel)
-                step += out.steps
-                if out.steps == 0:
-                    break
-                logs = self._logs(out)
-                if self.nan_sentinel:
-                    check_finite(state, step, logs, bool(out.results["__all_finite__"]))
-                hooks.after_loop(step, logs)
-                fault_point("after_loop", step)
-                if cadence.checkpoint_due(step, last_saved):
-                    self.save_checkpoint()
-                    last_saved = step
-                    if not self.async_checkpoint:
-                        fault_point("after_checkpoint", step)
-                if out.steps < n or hooks.stop_training:  # the input ended, or a hook asked to stop
-                    break
-            final_save = save_final_checkpoint and step != last_saved
-            if final_save:
-                self.save_checkpoint()
-            self.sync_checkpoints()  # train() returns with its checkpoints on disk
-            if final_save:
-                fault_point("after_checkpoint", step)
+            yield self
         except BaseException as exc:
-            hooks.on_exception(step, exc)
+            hooks.on_exception(self.step, exc)
             raise
-        hooks.end(step, logs)
-        return TrainResult(step=step, logs=logs, stop_requested=hooks.stop_training)
+        hooks.end(self.step, self.logs)
+
+    def train_to(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
+        """Device loops from the current global step to `target` (None: until the input ends or
+        a hook stops), stopping early when the input
+        ends or a hook asks; a checkpoint at the end (unless `save_final_checkpoint` is False
+        or one was just written), on disk when this returns."""
+        trainer, hooks, cadence, state = self.trainer, self.hooks, self.cadence, self.state
+        per_step = hooks.wants_per_step_values
+        step = last_saved = self.step = state.step
+        trainer.reset_metrics()
+        while target is None or step < target:
+            n = cadence.loop_size(step, target, hooks)
+            hooks.before_loop(step)
+            out = trainer.run_loop(n, per_step=per_step, finiteness=self.nan_sentinel)
+            step += out.steps
+            self.step = step
+            if out.steps == 0:
+                break
+            self.logs = logs = self._logs(out)
+            if self.nan_sentinel:
+                check_finite(state, step, logs, bool(out.results["__all_finite__"]))
+            hooks.after_loop(step, logs)
+            fault_point("after_loop", step)
+            if cadence.checkpoint_due(step, last_saved):
+                checkpointing.save(state, asynchronous=self.async_checkpoint)
+                last_saved = step
+                if not self.async_checkpoint:
+                    fault_point("after_checkpoint", step)
+            if out.steps < n or hooks.stop_training:  # the input ended, or a hook asked to stop
+                break
+        final_save = save_final_checkpoint and step != last_saved
+        if final_save:
+            checkpointing.save(state, asynchronous=self.async_checkpoint)
+        checkpointing.sync(state, asynchronous=self.async_checkpoint)  # returns with its checkpoints on disk
+        if final_save:
+            fault_point("after_checkpoint", step)
+        return self.result
 
     def _logs(self, out) -> dict:
         results, ran, elapsed = out.results, out.steps, out.elapsed
         return {"loss": float(results["loss"]), "steps": ran,
                 "steps_per_sec": ran / elapsed if elapsed > 0 else float("inf"),
                 "examples_per_sec": ran * self.global_batch_size / elapsed if elapsed > 0 else float("inf"),
-                **{name: float(results[f"report/{name}"]) for name in self.trainer.state.report_names}}
+                **{name: float(results[f"report/{name}"]) for name in self.state.report_names}}

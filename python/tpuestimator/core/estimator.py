@@ -6,17 +6,14 @@ steps per device call, `steps` (incremental) versus `max_steps` (absolute), chec
 `model_dir` with resume. Changed on purpose: evaluation and prediction cover every example
 exactly once (the last partial batch is padded and masked, never dropped).
 
-The Estimator is the facade users call. What it builds is public: `Estimator.state` (a
-`tpuestimator.core.state.TrainingState`), `Estimator.trainer` (the training input and its
-device loops, `tpuestimator.core.trainer`), `Estimator.evaluator` (evaluation and prediction,
-`tpuestimator.core.evaluator`). The outer training loop is `tpuestimator.core.controller`,
-the device loops `tpuestimator.core.loops`, checkpoints `tpuestimator.core.checkpointing`,
-the eval/predict padding `tpuestimator.core.batching`, the export's signatures
-`tpuestimator.core.signatures`.
+The Estimator is the facade users call. What it builds is public: `Estimator.state`
+(`core.state.TrainingState`), `Estimator.trainer` (the training input and its device loops,
+`core.trainer`), `Estimator.evaluator` (evaluation and prediction, `core.evaluator`). A
+`train` call goes `TrainController.train_to` (`core.controller`) -> `Trainer.run_loop` -> the loop
+(`core.loops`) -> `strategy.run` -> the replica step (`core.steps`): docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -24,10 +21,11 @@ from typing import Any
 from tpuestimator.core import checkpointing
 from tpuestimator.core import steps as replica_steps
 from tpuestimator.core.batching import MASK_KEY
-from tpuestimator.core.controller import Cadence, TrainController
+from tpuestimator.core.controller import TrainController
 from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
 from tpuestimator.core.evaluator import Evaluator
 from tpuestimator.core.hooks import HookList
+from tpuestimator.core.input_fn import declarations
 from tpuestimator.core.run_config import RunConfig
 from tpuestimator.core.signatures import serving_module, write_saved_model
 from tpuestimator.core.state import TrainingState, build_state
@@ -58,8 +56,8 @@ class Estimator:
 
     Attributes:
       stop_training: True when the last `train` call ended because a hook asked to stop
-        (`Hook.stop_training`); `train_and_evaluate` reads it.
-      last_train_logs: the last device loop's logs.
+        (`Hook.stop_training`).
+      last_train_logs: the last device loop's logs of the last `train` call.
     """
 
     def __init__(self, model_fn: Callable[[dict], ModelSpec] | str, config: RunConfig,
@@ -178,9 +176,10 @@ class Estimator:
         probe = input_fn(self.input_params(mode, global_batch=global_batch))
         features_spec, _ = split_element(probe.element_spec)
         # `data.transpose_input`: the model receives some features with the batch on another axis
-        # (`input_fn.batch_axes`); the feature spec keeps the layout clients send, the model is
+        # (`InputFn.batch_axes`); the feature spec keeps the layout clients send, the model is
         # built on the one it receives.
-        batch_axes = getattr(input_fn, "batch_axes", None) or {}
+        declared = declarations(input_fn)
+        batch_axes = declared.batch_axes
         feature_spec, build_shapes = {}, {}
         for name, s in features_spec.items():
             dims, axis = list(s.shape), batch_axes.get(name, 0)
@@ -193,7 +192,7 @@ class Estimator:
         return build_state(self.model_fn, params, feature_spec, strategy=self.strategy,
                            precision=self.config.precision, checkpoint_dir=checkpointing.checkpoint_dir(self.model_dir),
                            keep_checkpoint_max=self.config.keep_checkpoint_max, build_shapes=build_shapes,
-                           to_model_layout=getattr(input_fn, "to_model_layout", None))
+                           to_model_layout=declared.to_model_layout)
 
     @property
     def global_step(self) -> int:
@@ -241,10 +240,7 @@ class Estimator:
         """The `tpuestimator.core.trainer.Trainer`: the training input and its device loops."""
         if self._trainer is None:
             self._trainer = Trainer(strategy=self.strategy, state=self.state, config=self.config,
-                                    workers=len(self.device_info.devices),
-                                    forward_backward=functools.partial(
-                                        replica_steps.make_forward_backward, self.state, self.config.train_batch_size,
-                                        precision=self.config.precision, jit_compile=self.config.jit_compile))
+                                    workers=len(self.device_info.devices))
         return self._trainer
 
     def swap_train_loop(self, loop=None):
@@ -289,30 +285,34 @@ class Estimator:
         if target is not None and start >= target:
             logger.info("global step %d already reached max_steps=%d; nothing to train", start, target)
             return self
-        hook_list = HookList(hooks)
-        hook_list.set_estimator(self)
+        hook_list = self.hook_list(hooks)
         self.stop_training = hook_list.stop_training
         if self.stop_training:  # a hook asked to stop before this call (e.g. early stopping after an eval)
             return self
-        self.trainer.use_input(input_fn, params=self.input_params(Mode.TRAIN), input_on_host=self._input_on_host())
-        controller = TrainController(
-            trainer=self.trainer, hooks=hook_list, cadence=Cadence.from_config(self.config),
-            save_checkpoint=self.save_checkpoint, sync_checkpoints=self.sync_checkpoints,
-            nan_sentinel=self.config.nan_sentinel, async_checkpoint=self.config.async_checkpoint,
-            global_batch_size=self.config.train_batch_size,
-            info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
-                  "global_batch_size": self.config.train_batch_size})
-        result = controller.run(target, save_final_checkpoint=save_final_checkpoint)
+        controller = self.train_controller(input_fn, hook_list)
+        with controller.session(target):  # the hooks' begin, then end (or on_exception)
+            result = controller.train_to(target, save_final_checkpoint=save_final_checkpoint)
         self.stop_training, self.last_train_logs = result.stop_requested, result.logs
         return self
+
+    def hook_list(self, hooks: Iterable[Any]) -> HookList:
+        """`hooks` as a `HookList` whose hooks know this Estimator (`Hook.estimator`)."""
+        hook_list = hooks if isinstance(hooks, HookList) else HookList(hooks)
+        hook_list.set_estimator(self)
+        return hook_list
+
+    def train_controller(self, input_fn, hooks: HookList) -> TrainController:
+        """The `TrainController` of one `train` (or `train_and_evaluate`) call: the trainer set
+        to read `input_fn` (the model built first), `hooks` bracketed once by its session."""
+        state = self.build(input_fn, Mode.TRAIN)
+        self.trainer.use_input(input_fn, params=self.input_params(Mode.TRAIN), input_on_host=self._input_on_host())
+        return TrainController(trainer=self.trainer, state=state, hooks=hooks, config=self.config,
+                               info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
+                                     "global_batch_size": self.config.train_batch_size})
 
     def save_checkpoint(self) -> str:
         """Saves a checkpoint at the current global step; returns its path."""
         return checkpointing.save(self.state, asynchronous=self.config.async_checkpoint)
-
-    def sync_checkpoints(self) -> None:
-        """Waits for an asynchronous checkpoint write to finish (no-op otherwise)."""
-        checkpointing.sync(self._state, asynchronous=self.config.async_checkpoint)
 
     # ------------------------------------------------------------------ eval / predict
     @property
@@ -339,8 +339,8 @@ class Estimator:
         self.build(input_fn, Mode.EVAL)
         if checkpoint_path:
             self.restore_checkpoint(checkpoint_path)
-        hook_list = HookList(hooks)
-        hook_list.set_estimator(self)
+        hook_list = self.hook_list(hooks)
+        hook_list.before_eval(self.state.step)
         results = self.evaluator.evaluate(input_fn, self.input_params(Mode.EVAL), steps)
         hook_list.after_eval(results["global_step"], results)
         logger.debug("eval at step %d: %s", results["global_step"], results)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from tpuestimator.core import steps as replica_steps
 from tpuestimator.core.batching import MASK_KEY, batch_axis_first, pad_and_mask, worker_share
+from tpuestimator.core.input_fn import declarations
 from tpuestimator.core.loops import make_eval_loop, make_predict_step
 from tpuestimator.errors import ConfigError
 
@@ -76,15 +77,15 @@ class Evaluator:
         return self.strategy.experimental_distribute_dataset(ds)
 
     def client_layout_axes(self, input_fn) -> dict:
-        """{feature: its batch axis} when `input_fn` puts some batch off axis 0 (`input_fn.batch_axes`,
+        """{feature: its batch axis} when `input_fn` puts some batch off axis 0 (`InputFn.batch_axes`,
         `data.transpose_input`) and the eval input is padded and split: those batches are moved
         back to axis 0 on the host and the replica step applies `state.to_model_layout`.
         Empty otherwise (one replica reads the model's layout as it comes)."""
-        axes = {k: int(v) for k, v in (getattr(input_fn, "batch_axes", None) or {}).items() if int(v)}
+        axes = {k: int(v) for k, v in declarations(input_fn).batch_axes.items() if int(v)}
         if not axes or not self.pads_input:
             return {}
         if self.state.to_model_layout is None:
-            raise ConfigError("input_fn.batch_axes", axes, "an input function that also sets `to_model_layout` "
+            raise ConfigError("input_fn.batch_axes", axes, "an input function that also declares `to_model_layout` "
                               "(the model was built from one without it): build the Estimator anew")
         return axes
 

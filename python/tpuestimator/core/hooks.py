@@ -21,8 +21,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-EVENTS = ("begin", "before_loop", "after_loop", "after_eval", "after_export", "end", "on_exception")
-
 
 class Hook:
     """Base class with a no-op method per event.
@@ -56,6 +54,11 @@ class Hook:
     def after_loop(self, step: int, logs: Mapping[str, Any]) -> None:
         """A device loop ended at global step `step` with these results."""
 
+    def before_eval(self, step: int) -> None:
+        """An evaluation at global step `step` is about to run: under `train_and_evaluate`
+        training pauses here, its checkpoint at `step` on disk (what a hook switched on for
+        training steps goes off here). Not forwarded to callables (`CallableHook`)."""
+
     def after_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
         """An evaluation at global step `step` produced `metrics`."""
 
@@ -72,8 +75,10 @@ class Hook:
 class CallableHook(Hook):
     """Adapts a plain callable `fn(event, info)` (a Python or R function) to the hook API.
 
-    `info` is a dict with `step` and the event's payload (`logs` merged in for after_loop,
-    `metrics` for after_eval). The callable stops training by returning the string "stop"
+    Events: `begin`, `before_loop`, `after_loop`, `after_eval`, `after_export`, `end`,
+    `on_exception` (not `before_eval`: R hooks see the events they always saw). `info` is a
+    dict with `step` and the event's payload (`logs` merged in for after_loop, `metrics` for
+    after_eval). The callable stops training by returning the string "stop"
     or a dict with `{"stop": True}`.
     """
 
@@ -122,9 +127,6 @@ class HookList(Hook):
     def __init__(self, hooks: Iterable[Any] = ()):
         self.hooks = [as_hook(h) for h in hooks]
 
-    def append(self, hook: Any) -> None:
-        self.hooks.append(as_hook(hook))
-
     def set_estimator(self, estimator) -> None:
         for h in self.hooks:
             h.estimator = estimator
@@ -156,6 +158,10 @@ class HookList(Hook):
     def after_loop(self, step, logs):
         for h in self.hooks:
             h.after_loop(step, logs)
+
+    def before_eval(self, step):
+        for h in self.hooks:
+            h.before_eval(step)
 
     def after_eval(self, step, metrics):
         for h in self.hooks:

@@ -9,7 +9,8 @@ replica; `distribute_datasets_from_function` hands consecutive batches to the re
 
 An input function may skip them itself, more cheaply (the built-in pipeline skips batches of
 serialized records before decoding them): it declares so with
-`input_fn.skips_to_start_step = True` and reads `batches_before_step(params)`. For any other
+`InputFn(fn, skips_to_start_step=True)` (`tpuestimator.core.input_fn`) and reads
+`batches_before_step(params)`. For any other
 input function `train_dataset` appends `Dataset.skip`, which costs reading (and decoding)
 the skipped batches once on resume.
 
@@ -23,11 +24,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tpuestimator.core.input_fn import declarations
+
 logger = logging.getLogger(__name__)
-
-# The attribute an input function sets to say it skips `batches_before_step(params)` itself.
-SKIPS_ATTRIBUTE = "skips_to_start_step"
-
 
 def batches_before_step(params: Mapping[str, Any]) -> int:
     """How many batches this input pipeline delivered before global step `params["start_step"]`.
@@ -49,7 +48,7 @@ def batches_before_step(params: Mapping[str, Any]) -> int:
 
 def train_dataset(input_fn: Callable[[dict], Any], params: dict):
     """`input_fn(params)` positioned at `params["start_step"]`: skipped by the input function
-    itself when it declares `skips_to_start_step`, else by `Dataset.skip` here.
+    itself when it declares `InputFn.skips_to_start_step`, else by `Dataset.skip` here.
 
     A finite input (no `repeat`: one pass per `train` call, TPUEstimator's epoch-per-call
     pattern) of known length is positioned within its pass (`skip % length`), so each call
@@ -59,7 +58,7 @@ def train_dataset(input_fn: Callable[[dict], Any], params: dict):
 
     ds = input_fn(params)
     skip = batches_before_step(params)
-    if not skip or getattr(input_fn, SKIPS_ATTRIBUTE, False):
+    if not skip or declarations(input_fn).skips_to_start_step:
         return ds
     length = int(ds.cardinality().numpy())
     if length == tf.data.UNKNOWN_CARDINALITY:

@@ -65,8 +65,6 @@ class Trainer:
       state: the built `TrainingState`.
       config: the `RunConfig`.
       workers: worker count (parameter servers: each reads every n-th batch).
-      forward_backward: `() -> forward_backward` of one replica (`steps.make_forward_backward`
-        with its arguments bound).
 
     Nothing here refers back to the Estimator: an Estimator that is dropped frees its
     iterators at once, not at a later garbage collection (freeing a mirrored iterator late
@@ -77,12 +75,11 @@ class Trainer:
       steps_by_worker: parameter servers: {worker index: training steps it ran}.
     """
 
-    def __init__(self, *, strategy, state, config, workers: int, forward_backward: Callable[[], Callable]):
+    def __init__(self, *, strategy, state, config, workers: int):
         self.strategy = strategy
         self.state = state
         self.config = config
         self.workers = workers
-        self.forward_backward = forward_backward
         self.train_input: TrainInput | None = None
         self.per_step_values: dict = {}
         self.steps_by_worker: dict = {}
@@ -90,7 +87,10 @@ class Trainer:
         self._loop_readers: dict = {}  # finiteness checked or not -> reader
 
     def _make_train_step(self, *, per_step_values: bool = False):
-        return replica_steps.make_train_step(self.state, self.forward_backward(), per_step_values=per_step_values)
+        config = self.config
+        forward_backward = replica_steps.make_forward_backward(
+            self.state, config.train_batch_size, precision=config.precision, jit_compile=config.jit_compile)
+        return replica_steps.make_train_step(self.state, forward_backward, per_step_values=per_step_values)
 
     def use_input(self, input_fn, *, params: dict, input_on_host: bool) -> TrainInput:
         """Builds (or reuses, for the same input_fn) the distributed training iterator and loop;

@@ -6,6 +6,7 @@ it is host work at loop boundaries: the device loop never waits for it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -15,9 +16,10 @@ from typing import Any
 
 from tpuestimator.config_views import EarlyStopping  # defined beside the config: `eval.early_stopping` is one
 from tpuestimator.core.controller import EvalCadence
-from tpuestimator.core.hooks import as_hook
+from tpuestimator.core.hooks import HookList
 from tpuestimator.core.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.errors import ConfigError
+from tpuestimator.spec import Mode
 from tpuestimator.system.faults import fault_point
 from tpuestimator.system.io import atomic_write_json
 
@@ -239,8 +241,10 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
 
     A restarted job resumes from the latest checkpoint; exporters and early stopping keep
     their state on disk. Returns the final metrics, the evaluation history and the exports.
-    Every evaluation reaches the train hooks' `after_eval` (recording, progress, early
-    stopping hooks) and each export their `after_export`.
+    One `TrainController` runs the whole call: the train hooks see `begin` once, before the
+    first loop, and `end` once, after the final evaluation and exports; each evaluation
+    reaches them as `before_eval` (training paused, its checkpoint on disk) and `after_eval`
+    (recording, progress, early stopping hooks), each export as `after_export`.
     """
     history: list[dict] = []
     exports: dict[str, str] = {}
@@ -256,20 +260,19 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                                     state_path=os.path.join(estimator.model_dir, "early_stopping.json"),
                                     field="eval.early_stopping.metric")
     # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
-    hooks = [as_hook(h) for h in train_spec.hooks]
+    hooks = HookList(train_spec.hooks)
 
     def evaluate(at_step: int) -> dict:
+        hooks.before_eval(at_step)
         result = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
         history.append({"step": at_step, **result})
-        for hook in hooks:
-            hook.after_eval(at_step, result)
+        hooks.after_eval(at_step, result)
         fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
             path = exporter.after_eval(estimator, at_step, result)
             if path:
                 exports[exporter.name] = path
-                for hook in hooks:
-                    hook.after_export(at_step, path)
+                hooks.after_export(at_step, path)
         # Written once the evaluation AND its exports are done: a run killed in between redoes both.
         atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
         return result
@@ -290,43 +293,50 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
             stopped_early = True
             max_steps = step  # trains no further; the end (final exports) runs as usual
 
-    while max_steps is None or step < max_steps:
-        target = cadence.segment_end(step)
-        before = step
-        estimator.train(train_spec.input_fn, max_steps=target, hooks=hooks)
-        step = estimator.global_step
-        if step == before:  # the input ended
-            break
-        hook_stop = estimator.stop_training
-        if eval_spec and cadence.eval_due(step, stop_requested=hook_stop):
-            metrics = evaluate(step)
-            if stopper and should_stop(step, metrics):
+    controller, session = None, contextlib.nullcontext()
+    if max_steps is None or step < max_steps:
+        estimator.build(train_spec.input_fn, Mode.TRAIN)
+        hooks = estimator.hook_list(hooks)
+        if not hooks.stop_training:  # else a hook asked to stop before training (after an evaluation)
+            controller = estimator.train_controller(train_spec.input_fn, hooks)
+            session = controller.session(max_steps)
+    restored_step = None
+    with session:
+        while controller is not None and (max_steps is None or step < max_steps) and not hooks.stop_training:
+            target = cadence.segment_end(step)
+            before = step
+            result = controller.train_to(target)
+            step = result.step
+            if step == before:  # the input ended
+                break
+            if eval_spec and cadence.eval_due(step, stop_requested=result.stop_requested):
+                metrics = evaluate(step)
+                if stopper and should_stop(step, metrics):
+                    stopped_early = True
+                    break
+            if result.stop_requested:  # a hook (early stopping, stop-at-step, an R callback) asked to stop
                 stopped_early = True
                 break
-        if hook_stop:  # a hook (early stopping, stop-at-step, an R callback) asked to stop
-            stopped_early = True
-            break
-        if target is not None and step < target:  # the input ended inside the loop
-            break
-    if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
-        metrics = evaluate(step)
-        if stopper and rule.restore_best:
-            should_stop(step, metrics)  # the last evaluation may be the best: its weights are then kept
-    best_step = stopper.best_step if stopper else None
-    restored_step = None
-    if (rule and rule.restore_best and best_step is not None and best_step != step
-            and restore_best_weights(estimator, best_step)):
-        # The final evaluation, the exports and the run's metrics are the best evaluation's model.
-        restored_step = best_step
-        metrics = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
-        logger.info("%s at step %d; the best evaluation was step %d (%s %s): its weights are restored, evaluated "
-                    "and exported", "stopped early" if stopped_early else "trained to the end", step, best_step,
-                    rule.metric, metrics.get(rule.metric))
-    export_step = step if restored_step is None else restored_step
-    for exporter in (eval_spec.exporters if eval_spec else ()):
-        path = exporter.at_end(estimator, export_step, metrics)
-        if path:
-            exports[exporter.name] = path
+            if target is not None and step < target:  # the input ended inside the loop
+                break
+        if eval_spec and cadence.final_eval_due(step, None if metrics is None else metrics.get("global_step")):
+            metrics = evaluate(step)
+            if stopper and rule.restore_best:
+                should_stop(step, metrics)  # the last evaluation may be the best: its weights are then kept
+        best_step = stopper.best_step if stopper else None
+        if (rule and rule.restore_best and best_step is not None and best_step != step
+                and restore_best_weights(estimator, best_step)):
+            # The final evaluation, the exports and the run's metrics are the best evaluation's model.
+            restored_step = best_step
+            metrics = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks)
+            logger.info("%s at step %d; the best evaluation was step %d (%s %s): its weights are restored, "
+                        "evaluated and exported", "stopped early" if stopped_early else "trained to the end", step,
+                        best_step, rule.metric, metrics.get(rule.metric))
+        export_step = step if restored_step is None else restored_step
+        for exporter in (eval_spec.exporters if eval_spec else ()):
+            path = exporter.at_end(estimator, export_step, metrics)
+            if path:
+                exports[exporter.name] = path
     best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
     if best and best[0].best().get("export"):
         exports["best"] = best[0].best()["export"]

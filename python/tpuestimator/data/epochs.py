@@ -27,10 +27,6 @@ import tensorflow as tf
 
 from tpuestimator.system.graph_code import as_written
 
-# The name data/pipeline.py still imports (that module is being rewritten on another branch): the
-# same function as `as_written`, to go when pipeline.py imports `system.graph_code.as_written`.
-plain = as_written
-
 log = logging.getLogger(__name__)
 
 # Keep the file orders' and the windows' random streams apart (both keyed by the run seed).

@@ -11,6 +11,7 @@ checks `data.assertions`, augments (train only), optionally transposes and prefe
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tpuestimator.core.input_position import SKIPS_ATTRIBUTE, batches_before_step
+from tpuestimator.core.input_fn import InputFn
+from tpuestimator.core.input_position import batches_before_step
 from tpuestimator.data import epochs
 from tpuestimator.data import service as data_service
 from tpuestimator.data import spec as specs
@@ -34,8 +36,8 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 )
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
-from tpuestimator.data.epochs import plain
 from tpuestimator.errors import DataError
+from tpuestimator.system.graph_code import as_written
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,19 @@ _CHUNK = 16
 # and memory and the wait for the first batch stay bounded.
 _DECODE_RECORDS = 8192
 _DECODE_BYTES = 32 << 20
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class DataInputFn(InputFn):
+    """The input function `make_input_fn` returns: an `InputFn` that also carries its data section.
+
+    Attributes:
+      data_spec: the resolved `DataSpec` (for `translate_errors` by the caller).
+      mode: "train", "eval" or "predict".
+    """
+
+    data_spec: specs.DataSpec
+    mode: str
 
 
 def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
@@ -74,7 +89,7 @@ def client_layout_input(data_section: Any, files, *, mode: str, batch_size: int,
     return read
 
 
-def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Dataset]:
+def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
     """Builds `input_fn(params) -> tf.data.Dataset` of `(features, labels)` batches.
 
     Args:
@@ -83,7 +98,8 @@ def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Data
       mode: "train", "eval" or "predict".
 
     Returns:
-      `input_fn(params)`; `params` holds `batch_size` (per replica), `input_context`
+      a `DataInputFn` (`input_fn(params)`, declaring that it skips to the start step itself and,
+      under `data.transpose_input`, its batch axes and `to_model_layout`); `params` holds `batch_size` (per replica), `input_context`
       (`tf.distribute.InputContext` or None), `seed`, `start_step` (train: the stream starts
       at the batch that global step trains on, `tpuestimator.core.input_position`) and optionally
       `num_classes` (used to assert labels are in range when the data names no vocabulary).
@@ -117,13 +133,12 @@ def make_input_fn(data_section: Any, mode: str) -> Callable[[dict], tf.data.Data
                              input_context=params.get("input_context"), seed=int(params.get("seed") or 0),
                              num_classes=classes, skip_batches=skip, service_job=job)
 
-    input_fn.data_spec = spec  # for error translation by the caller
-    if spec.transpose_input:  # read by the Estimator: feature spec, model build and export
-        input_fn.to_model_layout = transpose_input
-        input_fn.batch_axes = dict(TRANSPOSED_BATCH_AXES)
-    input_fn.mode = mode
-    setattr(input_fn, SKIPS_ATTRIBUTE, True)  # it skips to params["start_step"] itself, before decoding
-    return input_fn
+    transposed = bool(spec.transpose_input)  # read by the Estimator: feature spec, model build and export
+    return DataInputFn(fn=input_fn, data_spec=spec, mode=mode,
+                       skips_to_start_step=True,  # it skips to params["start_step"] itself, before decoding
+                       batch_axes=dict(TRANSPOSED_BATCH_AXES) if transposed else {},
+                       to_model_layout=transpose_input if transposed else None)
+
 
 
 def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, batch_size: int,
@@ -173,10 +188,10 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
 
     def chunks(names):  # the record chunks of these files, read in their order
         if any("://" in f for f in files):  # remote storage: parallel reads hide the latency
-            ds = names.interleave(plain(read), cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+            ds = names.interleave(as_written(read), cycle_length=cycle, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
                                   deterministic=bool(spec.deterministic))
         else:  # local files: a plain round robin over `cycle` files costs a third of the CPU per record
-            ds = names.interleave(plain(read), cycle_length=cycle, block_length=1)
+            ds = names.interleave(as_written(read), cycle_length=cycle, block_length=1)
         if record_shard:  # record by record: sharding whole chunks would leave a pipeline empty (and
             # a multi-worker job hanging) whenever the files hold fewer chunks than pipelines
             ds = ds.unbatch().shard(*record_shard).batch(_CHUNK)
@@ -214,17 +229,17 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                                              skip_records=skip_batches * batch_size)
             if image_aug is not None:
                 ds = ds.enumerate(start=skip_batches * batch_size).map(
-                    plain(lambda i, element: ({**element[0],
+                    as_written(lambda i, element: ({**element[0],
                                                "image": image_aug(element[0]["image"], 1.0, position_seed(seed, i))},
                                               element[1])),
                     num_parallel_calls=tf.data.AUTOTUNE)
             ds = ds.batch(batch_size, drop_remainder=train)
             if batch_aug is not None:
                 ds = ds.enumerate(start=skip_batches).map(
-                    plain(lambda i, element: static(*batch_aug(*element, position_seed(seed, i)))),
+                    as_written(lambda i, element: static(*batch_aug(*element, position_seed(seed, i)))),
                     num_parallel_calls=tf.data.AUTOTUNE)
             elif static is not None:
-                ds = ds.map(plain(static), num_parallel_calls=tf.data.AUTOTUNE)
+                ds = ds.map(as_written(static), num_parallel_calls=tf.data.AUTOTUNE)
         else:
             window = epochs.window_size(shuffle_buffer, batch_size)
             if batch_aug is None and not decoder.encoded:
@@ -248,7 +263,7 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
                     decoded = epochs.cut_batches(decoded, batch_size)
                     if all(s.shape.is_fully_defined() for s in tf.nest.flatten(decoded.element_spec)):
                         return decoded  # the cut gives static batch shapes already (a table, raw images)
-                    return decoded.map(plain(static), num_parallel_calls=tf.data.AUTOTUNE)
+                    return decoded.map(as_written(static), num_parallel_calls=tf.data.AUTOTUNE)
             if train:  # batches of serialized records, positioned without parsing or decoding
                 ds = epochs.shuffled_batches(read_epoch, window=window, batch_size=batch_size,
                                              seed=None if unseeded else seed, skip_batches=skip_batches)
@@ -277,11 +292,11 @@ def build_dataset(spec: specs.DataSpec, mode: str, pattern: str | list[str], *, 
         if wire != batch_size:
             ds = ds.rebatch(batch_size, drop_remainder=train)
             if train:
-                ds = ds.map(plain(_static_batch(batch_size)))
+                ds = ds.map(as_written(_static_batch(batch_size)))
     else:
         ds = batched(ds, batch_size)
     if spec.transpose_input:
-        ds = ds.map(plain(_transpose), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(as_written(_transpose), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     return ds.with_options(options)
 

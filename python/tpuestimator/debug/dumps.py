@@ -41,8 +41,8 @@ _DUMPED_DIRS: set[str] = set()  # enable_dump_debug_info may run once per folder
 
 
 class DumpHook(StepWindowHook):
-    # Stopping when training leaves train() (StepWindowHook) means nothing else is dumped
-    # and no instrumented loop outlives the dump.
+    # Stopping when training leaves its loops (StepWindowHook: an evaluation, the end) means
+    # nothing else is dumped and no instrumented loop outlives the dump.
     """Writes Debugger V2 dumps of training steps `first..last` into `dump_dir`.
 
     Args:

@@ -172,7 +172,7 @@ class ProgressCallbackHook(Hook):
         self.max_steps = max_steps
 
     def begin(self, step, info):
-        # The job's total, not this train() segment's end (train_and_evaluate trains in segments).
+        # The job's total (`train.max_steps`), else the controller's target.
         self.progress("begin", {"step": step, "max_steps": self.max_steps or info.get("max_steps")})
 
     def after_loop(self, step, logs):

@@ -55,12 +55,16 @@ class StepWindow:
 
 class StepWindowHook(Hook):
     """Base of hooks that switch something on for steps a..b: whatever is on is switched off
-    when training leaves `train()` (the end, evaluation, export) or raises."""
+    when training leaves its loops (an evaluation, the end) or raises."""
 
     active = False
 
     def _stop(self, step: int) -> None:
         raise NotImplementedError
+
+    def before_eval(self, step):
+        if self.active:
+            self._stop(step)
 
     def end(self, step, logs):
         if self.active:

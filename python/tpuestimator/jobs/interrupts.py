@@ -125,6 +125,11 @@ class StopOnSignal(Hook):
         if self.received is not None:
             raise self.interrupted(step)
 
+    def before_eval(self, step) -> None:
+        # Training paused for an evaluation with the checkpoint at `step` on disk: stop before it.
+        if self.received is not None:
+            raise self.interrupted(step)
+
     def after_eval(self, step, metrics) -> None:
         # A signal during an evaluation: the checkpoint at `step` was saved before it.
         if self.received is not None:

@@ -1,0 +1,53 @@
+"""What an input function declares to the Estimator, as a typed value instead of attributes set
+on a function.
+
+`InputFn(fn, skips_to_start_step=..., batch_axes=..., to_model_layout=...)` is the input
+function (calling it calls `fn(params)`) and its declarations; the built-in pipeline returns
+one (`tpuestimator.data.make_input_fn`, with the data section in `DataInputFn`). A plain
+function declares nothing: `declarations(input_fn)` is the one place the core reads them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# Attributes earlier versions read off a plain function; still honoured (`declarations`).
+_LEGACY_ATTRIBUTES = ("skips_to_start_step", "batch_axes", "to_model_layout")
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class InputFn:
+    """An input function `fn(params) -> tf.data.Dataset` and what it declares.
+
+    Attributes:
+      fn: the function; `InputFn(...)(params)` calls it.
+      skips_to_start_step: `fn` itself skips the `input_position.batches_before_step(params)`
+        batches a resumed training already trained on (the built-in pipeline does, before
+        decoding); otherwise the Estimator appends `Dataset.skip` (`input_position.train_dataset`).
+      batch_axes: {feature: its batch axis} for features whose batch is not on axis 0
+        (`data.transpose_input`); the feature spec and the export keep the clients' layout.
+      to_model_layout: None, or `features -> features` turning the clients' layout into the
+        one `fn` delivers (applied by the export's signatures and to padded eval batches).
+
+    Compared by identity: the Estimator keeps a training iterator while the same input
+    function is passed again.
+    """
+
+    fn: Callable[[dict], Any]
+    skips_to_start_step: bool = False
+    batch_axes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    to_model_layout: Callable[[dict], dict] | None = None
+
+    def __call__(self, params: dict):
+        return self.fn(params)
+
+
+def declarations(input_fn: Callable[[dict], Any]) -> InputFn:
+    """What `input_fn` declares: itself when it is an `InputFn`; for a plain function, the
+    attributes earlier versions set on it (`input_fn.skips_to_start_step = True`, ...), else
+    nothing."""
+    if isinstance(input_fn, InputFn):
+        return input_fn
+    legacy = {name: getattr(input_fn, name) for name in _LEGACY_ATTRIBUTES if getattr(input_fn, name, None)}
+    return InputFn(fn=input_fn, **legacy)
