@@ -147,7 +147,7 @@ def test_a_whole_number_vocabulary_converts_and_answers_as_the_saved_model(tmp_p
               "eval": {"batch_size": 16}, "params": {"learning_rate": 0.3}}
     result = train_table(frame, label="mpg", model="linear", out_dir=tmp_path, config=config,
                          feature_columns={"cylinders": {"type": "categorical"}})
-    columns = open_export(result.export_dir).meta["table"]["feature_columns"]
+    columns = open_export(result.export_dir).info.table.feature_columns
     assert columns["cylinders"]["dtype"] == "int64" and sorted(columns["cylinders"]["vocabulary"]) == [4, 6, 8]
     lite = export_model(str(result.model_dir), str(tmp_path / "lite"), format="tflite")
     assert lite.tflite["passed"] and lite.tflite["max_rel_diff"] <= litert.FLOAT_TOLERANCE, lite.tflite
