@@ -30,6 +30,7 @@ r_function_tags <- c(
   print.tpu_estimator = "printing", print.tpu_run = "printing", print.tpu_runs_df = "printing",
   print.tpuestimator_missing_module = "printing", summary.tpu_run = "printing", format_progress = "printing",
   progress_callback = "printing", open_report = "printing", default_viewer = "printing",
+  early_stopping_note = "printing",
   # r-side: what only R has
   table_from_formula = "r-side", eval_term = "r-side", formula_column_name = "r-side",
   apply_table_transforms = "r-side", column_spec = "r-side", tpu_feature_columns = "r-side",
