@@ -20,8 +20,8 @@ from pathlib import Path
 # (R package, data set): the tables bench_tables_defaults.TABLES names.
 TABLES = [
     ("modeldata", "ames"), ("AER", "HousePrices"), ("mosaicData", "SaratogaHouses"), ("ISLR", "Wage"),
-    ("ISLR", "Carseats"), ("ISLR", "Default"), ("ISLR", "OJ"), ("ISLR", "Caravan"), ("modeldata", "credit_data"),
-    ("modeldata", "mlc_churn"), ("carData", "TitanicSurvival"), ("AER", "CreditCard"),
+    ("ISLR", "Default"), ("ISLR", "OJ"), ("ISLR", "Caravan"), ("modeldata", "credit_data"),
+    ("modeldata", "mlc_churn"), ("carData", "TitanicSurvival"),
 ]
 
 
