@@ -24,7 +24,9 @@
 #'
 #' @section Progress:
 #' The progress callback gets the events `"begin"` (`step`, `max_steps`),
-#' `"loop"` (`step`, `max_steps`, `loss`, `steps_per_sec`), `"eval"` (`step`,
+#' `"loop"` (`step`, `max_steps`, `loss`, `steps_per_sec`, and once an
+#' evaluation ran during training `eval_loss`, the latest evaluation's loss,
+#' printed as `eval loss` beside the training loss), `"eval"` (`step`,
 #' `metrics`) and `"end"`.
 #'
 #' An error inside an R model function or hook stops training and is signalled in
@@ -344,7 +346,8 @@ progress_callback <- function(verbose, user = NULL) {
 }
 
 # One fixed-column line per event of tpuestimator's ProgressCallbackHook: begin (step,
-# max_steps), loop (step, max_steps, loss, steps_per_sec, ...), eval (step, metrics), end (step).
+# max_steps), loop (step, max_steps, loss, steps_per_sec, eval_loss once an evaluation ran:
+# the latest one's loss, shown beside the training loss), eval (step, metrics), end (step).
 format_progress <- function(event, info) {
   info <- if (is.list(info)) info else list()
   num <- function(x, digits = 4) {
@@ -367,7 +370,8 @@ format_progress <- function(event, info) {
       parts <- c(
         field("step", step),
         field("steps/sec", num(info$steps_per_sec, 4)),
-        field("loss", num(info$loss))
+        field("loss", num(info$loss)),
+        field("eval loss", num(info$eval_loss))
       )
       paste(c("train", parts), collapse = " | ")
     },

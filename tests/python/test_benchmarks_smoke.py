@@ -51,6 +51,7 @@ SCRIPTS = {
     "bench_resume.py": ("resume", ["resume"]),
     "bench_tables_input.py": ("tables_input", ["configs", "workload"]),
     "bench_tables_quality.py": ("tables_quality", ["tables"]),
+    "bench_tables_defaults.py": ("tables_defaults", ["tables", "chosen"]),
     "bench_fashion_mnist.py": ("fashion_mnist", ["peers", "goals", "flops", "cpu_peak"]),
 }
 # Scripts that cannot run in the project's venv, and why.
@@ -208,6 +209,17 @@ def _check_named_result(name: str, data: dict, out: Path, tmp_path: Path) -> Non
         mtcars, iris = tables["mtcars"]["repeats"][0], tables["iris"]["repeats"][0]
         assert mtcars["train_rows"] + mtcars["eval_rows"] == 32 and mtcars["ols_rmse"] > 0
         assert iris["train_rows"] + iris["eval_rows"] == 150 and 0 <= iris["logistic_accuracy"] <= 1
+    if name == "tables_defaults":
+        # smoke: the bundled mtcars (regression) and infert (classification), `linear` at one
+        # configuration, early stopping on the held-out loss; each scored against OLS / logistic regression
+        tables = data["results"]["tables"]
+        assert set(tables) == {"mtcars", "infert"}
+        assert tables["mtcars"]["train_rows"] + tables["mtcars"]["eval_rows"] == 32
+        assert tables["infert"]["train_rows"] + tables["infert"]["eval_rows"] == 248
+        for table in tables.values():
+            run = table["runs"]["linear"]["adam 0.01"]
+            assert run["score"] > 0 and isinstance(run["beats_trivial"], bool) and 0 < run["steps"] <= 10
+        assert data["results"]["chosen"]["linear"]["chosen"] == "adam 0.01"
     if name == "fashion_mnist":
         # smoke: tpuestimator and Keras on the example's first 600 training / 100 test images, 2 segments of 20
         # steps; the TF1 peer (TF 2.15 venv, created by a full run) is left out and says so

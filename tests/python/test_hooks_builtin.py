@@ -187,3 +187,35 @@ def test_job_writes_hparams_and_watch_and_profile_from_the_config(tmp_path, capl
     assert len(watch) == 1 and "class_id [16] int32" in watch[0]
     assert any(f.endswith(".xplane.pb") for _, _, files in os.walk(os.path.join(logs, "plugins", "profile"))
                for f in files)
+
+
+def test_train_lines_show_the_latest_held_out_loss_beside_the_training_loss(tmp_path, caplog):
+    # Issue 34: a training loss that looks fine while the held-out one is far worse must show on
+    # the progress line itself. Evaluations every 10 steps, loops of 5: the train lines before
+    # the first evaluation have no eval loss, each one after it the latest evaluation's loss,
+    # in the log line (the CLI) and in the progress events (R's line).
+    import logging
+
+    from tpuestimator.core.training import EvalSpec, TrainSpec, train_and_evaluate
+    from tpuestimator.hooks.builtin import LoggingHook, ProgressCallbackHook
+
+    x, y = make_data(96)
+    events: list[tuple[str, dict]] = []
+    hooks = [LoggingHook(), ProgressCallbackHook(lambda event, info: events.append((event, dict(info))), 20)]
+    with caplog.at_level(logging.INFO, logger="tpuestimator.hooks.builtin"):
+        train_and_evaluate(_estimator(tmp_path), TrainSpec(input_fn=array_input_fn(x, y), max_steps=20, hooks=hooks),
+                           EvalSpec(input_fn=array_input_fn(x[:64], y[:64]), every_n_steps=10))
+    lines = [r.getMessage() for r in caplog.records]
+    train = {int(m.split("step:")[1].split("|")[0]): m for m in lines if m.startswith("train")}
+    evals = {int(m.split("step:")[1].split("|")[0]): m for m in lines if m.startswith("eval")}
+    assert sorted(train) == [5, 10, 15, 20] and sorted(evals) == [10, 20]
+    eval_loss = {e["step"]: e["metrics"]["loss"] for kind, e in events if kind == "eval"}
+    assert "eval loss" not in train[5] and "eval loss" not in train[10]
+    # the columns in order: training loss, then the held-out loss of step 10's evaluation
+    assert f"| loss: {float(train[15].split('| loss: ')[1].split(' |')[0]):.4f} | eval loss: {eval_loss[10]:.4f} |" \
+        in train[15], train[15]
+    assert f"loss: {eval_loss[10]:.4f}" in evals[10]
+    loops = {info["step"]: info for kind, info in events if kind == "loop"}
+    assert "eval_loss" not in loops[5] and "eval_loss" not in loops[10]
+    assert loops[15]["eval_loss"] == pytest.approx(eval_loss[10]) and loops[20]["eval_loss"] == pytest.approx(eval_loss[10])
+    assert eval_loss[10] != pytest.approx(loops[15]["loss"])  # a held-out loss, not the training one again

@@ -19,13 +19,16 @@ RATE = r"\d+(\.\d+)?"
 def assert_job_log(text: str, model_dir: str, metrics: dict) -> None:
     """The log of the parity job (40 steps, loops of 10, evaluations and checkpoints at 20 and
     40): each line matches its hand-written pattern; the losses and accuracies logged at the
-    loops are the ones metrics.json records, a row per loop (4 decimals)."""
+    loops are the ones metrics.json records, a row per loop (4 decimals); the train lines after
+    step 20's evaluation carry its loss (`eval loss`)."""
     def fmt(name, row):
         return re.escape(f"{metrics[name][row]:.4f}")
 
-    def train(step, loss=NUMBER, accuracy=NUMBER):
-        return (rf"INFO tpuestimator\.hooks\.builtin: train \| step: {step:>7} \| loss: {loss} \| steps/sec: {RATE} "
-                rf"\| examples/sec: {RATE} \| accuracy: {accuracy}")
+    def train(step, loss=NUMBER, accuracy=NUMBER, eval_loss=None):
+        # after an evaluation, the latest one's loss stands beside the training loss
+        held_out = "" if eval_loss is None else rf" \| eval loss: {eval_loss}"
+        return (rf"INFO tpuestimator\.hooks\.builtin: train \| step: {step:>7} \| loss: {loss}{held_out} "
+                rf"\| steps/sec: {RATE} \| examples/sec: {RATE} \| accuracy: {accuracy}")
 
     def evaluation(step, row):
         return (rf"INFO tpuestimator\.hooks\.builtin: eval  \| step: {step:>7} \| loss: {fmt('val_loss', row)} "
@@ -35,8 +38,8 @@ def assert_job_log(text: str, model_dir: str, metrics: dict) -> None:
         return rf"INFO tpuestimator\.core\.checkpointing: saved checkpoint {re.escape(model_dir)}/ckpt-{step}"
 
     expected = [train(10, fmt("loss", 0), fmt("accuracy", 0)), train(20, fmt("loss", 1), fmt("accuracy", 1)),
-                saved(20), evaluation(20, 1), train(30, fmt("loss", 2), fmt("accuracy", 2)),
-                train(40, fmt("loss", 3), fmt("accuracy", 3)), saved(40), evaluation(40, 3)]
+                saved(20), evaluation(20, 1), train(30, fmt("loss", 2), fmt("accuracy", 2), fmt("val_loss", 1)),
+                train(40, fmt("loss", 3), fmt("accuracy", 3), fmt("val_loss", 1)), saved(40), evaluation(40, 3)]
     assert text.endswith("\n")
     lines = text.splitlines()
     assert len(lines) == len(expected), text

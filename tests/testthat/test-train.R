@@ -194,6 +194,10 @@ test_that("progress lines follow the events of the core's ProgressCallbackHook",
   expect_identical(fmt("begin", list(step = 0L, max_steps = 1500L)), "begin | max steps: 1500 | start step: 0")
   expect_identical(fmt("loop", list(step = 200L, max_steps = 1000L, loss = 0.31, steps_per_sec = 51.25)),
                    "train | step: 200/1000 | steps/sec: 51.25 | loss: 0.3100")
+  # after an evaluation during training, the held-out loss stands beside the training loss
+  expect_identical(fmt("loop", list(step = 600L, max_steps = 1000L, loss = 0.43, steps_per_sec = 51.25,
+                                    eval_loss = 1.22)),
+                   "train | step: 600/1000 | steps/sec: 51.25 | loss: 0.4300 | eval loss: 1.220")
   expect_identical(fmt("eval", list(step = 500L, metrics = list(loss = 0.5, accuracy = 0.25, global_step = 500L))),
                    "eval  | step: 500 | loss: 0.5000 | accuracy: 0.2500")
   expect_identical(fmt("end", list(step = 1500L, loss = 0.1)), "end   | step: 1500")

@@ -24,24 +24,38 @@ def format_columns(kind: str, step: int, values: Mapping[str, Any]) -> str:
     return " | ".join(parts)
 
 
+def held_out_loss(metrics: Mapping[str, Any]) -> float | None:
+    """An evaluation's loss as a float, or None when it has none."""
+    value = metrics.get("loss")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 class LoggingHook(Hook):
-    """Logs step, loss, steps/s and examples/s every `every_n_loops` loops, and eval metrics."""
+    """Logs step, loss, steps/s and examples/s every `every_n_loops` loops, and eval metrics.
+
+    Once an evaluation ran during training, each train line shows its loss (`eval loss`, the
+    latest evaluation's) beside the training loss: a training loss that falls while the
+    held-out one rises (overfitting, a bad learning rate) shows on the line people watch."""
 
     def __init__(self, every_n_loops: int = 1, log: logging.Logger | None = None):
         self.every_n_loops = every_n_loops
         self.log = log or logger
         self._loops = 0
+        self._eval_loss: float | None = None
 
     def after_loop(self, step, logs):
         self._loops += 1
         if self._loops % self.every_n_loops:
             return
-        cols = {"loss": logs.get("loss"), "steps/sec": logs.get("steps_per_sec"),
-                "examples/sec": logs.get("examples_per_sec")}
+        cols = {"loss": logs.get("loss")}
+        if self._eval_loss is not None:
+            cols["eval loss"] = self._eval_loss
+        cols.update({"steps/sec": logs.get("steps_per_sec"), "examples/sec": logs.get("examples_per_sec")})
         cols.update({k: v for k, v in logs.items() if k not in ("loss", "steps", "steps_per_sec", "examples_per_sec")})
         self.log.info(format_columns("train", step, cols))
 
     def after_eval(self, step, metrics):
+        self._eval_loss = held_out_loss(metrics)
         self.log.info(format_columns("eval", step, {k: v for k, v in metrics.items() if k != "global_step"}))
 
 
@@ -170,15 +184,19 @@ class ProgressCallbackHook(Hook):
     def __init__(self, progress: Callable[[str, dict], Any], max_steps: int | None = None):
         self.progress = progress
         self.max_steps = max_steps
+        self._eval_loss: float | None = None
 
     def begin(self, step, info):
         # The job's total (`train.max_steps`), else the controller's target.
         self.progress("begin", {"step": step, "max_steps": self.max_steps or info.get("max_steps")})
 
     def after_loop(self, step, logs):
-        self.progress("loop", {"step": step, "max_steps": self.max_steps, **dict(logs)})
+        # `eval_loss`: the latest evaluation's loss, once one ran (R prints it beside the loss)
+        held_out = {} if self._eval_loss is None else {"eval_loss": self._eval_loss}
+        self.progress("loop", {"step": step, "max_steps": self.max_steps, **dict(logs), **held_out})
 
     def after_eval(self, step, metrics):
+        self._eval_loss = held_out_loss(metrics)
         self.progress("eval", {"step": step, "metrics": dict(metrics)})
 
     def end(self, step, logs):
@@ -186,7 +204,8 @@ class ProgressCallbackHook(Hook):
 
 
 class ProgressBarHook(Hook):
-    """A tqdm progress bar (steps, steps/s, loss, ETA) on a TTY; nothing otherwise.
+    """A tqdm progress bar (steps, steps/s, loss, the latest evaluation's loss, ETA) on a TTY;
+    nothing otherwise.
 
     Progress bars print, so only the CLI adds this hook.
     """
@@ -195,6 +214,7 @@ class ProgressBarHook(Hook):
         self.max_steps = max_steps
         self.stream = stream or sys.stderr
         self._bar = None
+        self._eval_loss: float | None = None
 
     def begin(self, step, info):
         if not getattr(self.stream, "isatty", lambda: False)():
@@ -209,10 +229,12 @@ class ProgressBarHook(Hook):
         if self._bar is not None:
             self._bar.update(step - self._last)
             self._last = step
-            self._bar.set_postfix(loss=f"{logs.get('loss', float('nan')):.4f}",
+            held_out = {} if self._eval_loss is None else {"eval loss": f"{self._eval_loss:.4f}"}
+            self._bar.set_postfix(loss=f"{logs.get('loss', float('nan')):.4f}", **held_out,
                                   **{"steps/s": f"{logs.get('steps_per_sec', 0):.1f}"})
 
     def after_eval(self, step, metrics):
+        self._eval_loss = held_out_loss(metrics)
         if self._bar is not None:
             self._bar.write(", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
 

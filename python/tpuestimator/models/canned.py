@@ -34,11 +34,14 @@ log = logging.getLogger(__name__)
 _TOLD_EMPTY_PART: set = set()
 
 # The parameters each canned model reads and their defaults when `params` leaves them out
-# (tables.api maps a run's short flag names, e.g. `learning_rate`, through these).
-_DNN_DEFAULTS = {"optimizer": "adam", "learning_rate": 0.01, "hidden_units": [64, 32], "dropout": 0.0,
+# (tables.api maps a run's short flag names, e.g. `learning_rate`, through these). The
+# optimizers and learning rates are benchmarks/bench_tables_defaults.py's choice over 10 real
+# tables (docs/tables.md; benchmarks/tables_defaults_results.md): `linear` at Adam 0.05 was
+# 1.46x least squares' RMSE on Ames house prices, at Ftrl 0.2 0.87x.
+_DNN_DEFAULTS = {"optimizer": "adam", "learning_rate": 0.001, "hidden_units": [64, 32], "dropout": 0.0,
                  "batch_norm": False}
 PARAM_DEFAULTS: dict[str, dict] = {
-    "linear": {"optimizer": "adam", "learning_rate": 0.05, "l2_regularization": 0.0},
+    "linear": {"optimizer": "ftrl", "learning_rate": 0.2, "l2_regularization": 0.0},
     "dnn": _DNN_DEFAULTS,
     "wide_and_deep": {**_DNN_DEFAULTS, "linear_optimizer": "ftrl", "linear_learning_rate": 0.05,
                       "l2_regularization": 0.0},
@@ -75,12 +78,14 @@ def _serving(params: dict) -> dict:
     return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
 
 
-def _optimizer(params: dict, prefix: str = "", default: str = "adam",
-               learning_rate: float = _DNN_DEFAULTS["learning_rate"]):
+def _optimizer(params: dict, model: str, prefix: str = ""):
+    """The Keras optimizer `params.<prefix>optimizer` at `params.<prefix>learning_rate`, each
+    `PARAM_DEFAULTS[model]`'s when left out (the documented defaults: docs/tables.md)."""
     import keras
 
-    kind = params.get(f"{prefix}optimizer", default)
-    lr = float(params.get(f"{prefix}learning_rate", learning_rate))
+    defaults = PARAM_DEFAULTS[model]
+    kind = params.get(f"{prefix}optimizer", defaults[f"{prefix}optimizer"])
+    lr = float(params.get(f"{prefix}learning_rate", defaults[f"{prefix}learning_rate"]))
     makers = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "adagrad": keras.optimizers.Adagrad,
               "ftrl": keras.optimizers.Ftrl, "rmsprop": keras.optimizers.RMSprop}
     if kind not in makers:
@@ -184,7 +189,7 @@ def linear(params: dict):
     inputs = _inputs(params)
     out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear", _l2(params))
     model = keras.Model(inputs, out, name="linear")
-    return head_spec(params, model, _optimizer(params, learning_rate=PARAM_DEFAULTS["linear"]["learning_rate"]), **_serving(params))
+    return head_spec(params, model, _optimizer(params, "linear"), **_serving(params))
 
 
 def dnn(params: dict):
@@ -196,7 +201,7 @@ def dnn(params: dict):
     x = _dnn_tower(_deep_input(inputs, columns, list(columns), "dnn"), params, "dnn")
     out = keras.layers.Dense(output_units(params), dtype="float32", name="outputs")(x)
     model = keras.Model(inputs, out, name="dnn")
-    return head_spec(params, model, _optimizer(params), **_serving(params))
+    return head_spec(params, model, _optimizer(params, "dnn"), **_serving(params))
 
 
 def wide_and_deep(params: dict):
@@ -212,8 +217,8 @@ def wide_and_deep(params: dict):
         _dnn_tower(_deep_input(inputs, columns, deep_names, "deep"), params, "deep"))
     out = keras.layers.Add(name="outputs")([wide, deep])
     model = keras.Model(inputs, out, name="wide_and_deep")
-    optimizer = part_optimizers(wide=_optimizer(params, "linear_", default="ftrl", learning_rate=0.05),
-                                deep=_optimizer(params), wide_prefix="wide_")
+    optimizer = part_optimizers(wide=_optimizer(params, "wide_and_deep", "linear_"),
+                                deep=_optimizer(params, "wide_and_deep"), wide_prefix="wide_")
     return head_spec(params, model, optimizer, **_serving(params))
 
 
