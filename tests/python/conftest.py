@@ -134,11 +134,8 @@ def repo_root() -> Path:
     return REPO
 
 
-@pytest.fixture
-def python_env() -> dict:
-    """Environment for subprocesses running the CLI from this checkout, as on the core install:
-    scikit-learn (a dev extra, for the tests' own answers) hidden, so Keras does not import it
-    (about 2 CPU s of each process; tests/python/without_sklearn)."""
+def cli_env() -> dict:
+    """The environment `python_env` gives (the fork server's too)."""
     from helpers import without_sklearn
 
     env = dict(os.environ)
@@ -146,6 +143,29 @@ def python_env() -> dict:
     env = without_sklearn(env)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return env
+
+
+@pytest.fixture
+def python_env() -> dict:
+    """Environment for subprocesses running the CLI from this checkout, as on the core install:
+    scikit-learn (a dev extra, for the tests' own answers) hidden, so Keras does not import it
+    (about 2 CPU s of each process; tests/python/without_sklearn)."""
+    return cli_env()
+
+
+@pytest.fixture(scope="session")
+def forked_python(tmp_path_factory) -> str:
+    """A `python` (its path) whose runs are forks of a server that imported TensorFlow once
+    (fork_python.py; one server per pytest process, so per xdist worker, started when a test
+    first asks): for the CLI-subprocess tests whose process is real (its signals, kills, exit
+    status, files, cluster tasks) but whose TensorFlow import (~5-7 CPU s each) is not what
+    they test. A run started with `python_env` behaves as `sys.executable` with it would
+    (fork_python.py's docstring says how, and what differs: the run's id is not the launcher's)."""
+    import fork_python
+
+    server, launcher = fork_python.start(tmp_path_factory.mktemp("fork-python"), cli_env())
+    yield str(launcher)
+    fork_python.stop(server)
 
 
 @pytest.fixture(scope="module", autouse=True)
