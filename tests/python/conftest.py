@@ -15,6 +15,11 @@
   clusters, killed processes, full disks, fresh processes: the tests whose outcome can
   depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``; a module
   fixture that takes ``stress_round`` runs once per round.
+- `forked_python`: a `python` whose runs are forks of a server that imported TensorFlow once
+  (fork_python.py). A test that starts a CLI or cluster process takes it instead of
+  `sys.executable` unless the process's start-up is what it tests (an import that must not
+  happen, `--version`, the wheel install, the main command's set-up) or it finds the process by
+  what a fork does not share (its id given to a message, its environment in /proc).
 """
 from __future__ import annotations
 
