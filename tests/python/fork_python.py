@@ -19,7 +19,8 @@ the launcher's side, as the launcher were that `python`:
   same signal (`subprocess` sees -N, a shell 128+N), a KeyboardInterrupt that ends it included
   (as CPython exits by SIGINT then);
 - a signal sent to the launcher (by its id or to its process group: `start_new_session` tasks)
-  is passed on to the run (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2); when the
+  is passed on to the run (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; one the launcher
+  was started with ignored stays ignored in the run, as `python` keeps it); when the
   launcher dies (SIGKILL, a timeout) the run is killed (SIGKILL) as soon as its supervisor sees
   the launcher's end of the socket close (a select wake-up: milliseconds);
 - `sys.executable` is the launcher, as a `python`'s is the program that ran it: a run that
@@ -69,8 +70,11 @@ def launcher(folder: Path, socket_path: Path) -> Path:
 # ---------------------------------------------------------------------------- the launcher
 def run(socket_path: str, args: list[str]) -> int:
     executable = str(Path(socket_path).with_name("python"))   # the launcher (launcher() writes it there)
+    # a signal this launcher was started with ignored (SIGINT in a background job) stays ignored
+    # in the run, as `python` keeps it
+    ignored = [int(sig) for sig in FORWARDED if signal.getsignal(sig) == signal.SIG_IGN]
     payload = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ),
-                          "executable": executable}).encode()
+                          "executable": executable, "ignored": ignored}).encode()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(socket_path)
     conn.sendall(struct.pack("!I", len(payload)))
@@ -81,7 +85,7 @@ def run(socket_path: str, args: list[str]) -> int:
             conn.sendall(bytes([sig]))
         except OSError:
             pass
-    for sig in FORWARDED:
+    for sig in FORWARDED:   # all: whether the run ignores one is the run's disposition (it may set a handler)
         signal.signal(sig, forward)
     data = b""
     while len(data) < 4:
@@ -263,10 +267,14 @@ def _child(request: dict, fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    for sig in request.get("ignored", ()):
+        signal.signal(sig, signal.SIG_IGN)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     sys.executable = request.get("executable") or sys.executable   # the module docstring says why
+    if "tempfile" in sys.modules:   # as a fresh `python`: the temporary folder from this TMPDIR, when first asked
+        sys.modules["tempfile"].tempdir = None
     args = list(request["args"])
     unbuffered = False
     while args and args[0] in ("-u", "-B"):

@@ -119,3 +119,26 @@ def test_the_runs_own_python_is_a_fork_too_and_a_differing_import_setting_is_ref
                              capture_output=True, text=True, timeout=TIMEOUT_S)
     assert refused.returncode == 2 and "TF_ENABLE_ONEDNN_OPTS='0' differs from the server's" in refused.stderr
     assert sys.executable != forked_python
+
+
+def test_a_signal_the_launcher_was_started_with_ignored_stays_ignored_in_the_run(forked_python, python_env, tmp_path):
+    """As `python` started in the background of a script (SIGINT ignored) keeps it ignored; a
+    handler the run sets still gets the SIGINT sent to the launcher."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    for disposition, expected in ((signal.SIG_IGN, "True\n"), (signal.SIG_DFL, "False\n")):
+        proc = subprocess.run([forked_python, "-c", code], env=python_env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S, preexec_fn=lambda d=disposition: signal.signal(signal.SIGINT, d))
+        assert (proc.returncode, proc.stdout) == (0, expected), proc.stderr
+    handler = HANDLER.replace("signal.SIGTERM, stop", "signal.SIGINT, stop")
+    ready = tmp_path / "pid"
+    proc = subprocess.Popen([forked_python, "-c", handler, str(ready)], env=python_env, stdout=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        _wait_for(ready)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (out, proc.returncode) == ("got SIGINT\n", 128 + signal.SIGINT)
