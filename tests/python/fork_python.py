@@ -119,9 +119,12 @@ def serve(socket_path: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     print("ready", flush=True)
     supervisors: dict[int, int] = {}   # supervisor's id: its launcher's id
+    parent = os.getppid()
     while not stopping:
         ready, _, _ = select.select([listener], [], [], 0.2)
         _reap(supervisors, block=False)
+        if os.getppid() != parent:   # pytest is gone (killed): no one will stop this server
+            break
         if not ready:
             continue
         conn, _ = listener.accept()
