@@ -82,8 +82,11 @@ def test_a_signal_to_the_launcher_reaches_the_run(forked_python, python_env, tmp
     """By its id (what Popen.send_signal does) or to its process group (how the local cluster
     stops a task it started with start_new_session)."""
     ready = tmp_path / "pid"
+    # SIGINT as from a terminal: pytest started in the background of a script (`cmd &`, nohup)
+    # has it ignored, which the launcher and so its run would inherit and keep, as `python` does
     proc = subprocess.Popen([forked_python, "-c", HANDLER, str(ready)], env=python_env, stdout=subprocess.PIPE,
-                            text=True, start_new_session=group)
+                            text=True, start_new_session=group,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         run_pid = int(_wait_for(ready))
         assert run_pid != proc.pid   # the run is a fork of the server, not the launcher itself
