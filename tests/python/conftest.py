@@ -15,6 +15,11 @@
   clusters, killed processes, full disks, fresh processes: the tests whose outcome can
   depend on timing) N times, as N parametrized copies ``[stress1]`` ... ``[stressN]``; a module
   fixture that takes ``stress_round`` runs once per round.
+- `forked_python`: a `python` whose runs are forks of a server that imported TensorFlow once
+  (fork_python.py). A test that starts a CLI or cluster process takes it instead of
+  `sys.executable` unless the process's start-up is what it tests (an import that must not
+  happen, `--version`, the wheel install, the main command's set-up) or it finds the process by
+  what a fork does not share (its id given to a message, its environment in /proc).
 """
 from __future__ import annotations
 
@@ -134,11 +139,8 @@ def repo_root() -> Path:
     return REPO
 
 
-@pytest.fixture
-def python_env() -> dict:
-    """Environment for subprocesses running the CLI from this checkout, as on the core install:
-    scikit-learn (a dev extra, for the tests' own answers) hidden, so Keras does not import it
-    (about 2 CPU s of each process; tests/python/without_sklearn)."""
+def cli_env() -> dict:
+    """The environment `python_env` gives (the fork server's too)."""
     from helpers import without_sklearn
 
     env = dict(os.environ)
@@ -146,6 +148,29 @@ def python_env() -> dict:
     env = without_sklearn(env)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return env
+
+
+@pytest.fixture
+def python_env() -> dict:
+    """Environment for subprocesses running the CLI from this checkout, as on the core install:
+    scikit-learn (a dev extra, for the tests' own answers) hidden, so Keras does not import it
+    (about 2 CPU s of each process; tests/python/without_sklearn)."""
+    return cli_env()
+
+
+@pytest.fixture(scope="session")
+def forked_python(tmp_path_factory) -> str:
+    """A `python` (its path) whose runs are forks of a server that imported TensorFlow once
+    (fork_python.py; one server per pytest process, so per xdist worker, started when a test
+    first asks): for the CLI-subprocess tests whose process is real (its signals, kills, exit
+    status, files, cluster tasks) but whose TensorFlow import (~5-7 CPU s each) is not what
+    they test. A run started with `python_env` behaves as `sys.executable` with it would
+    (fork_python.py's docstring says how, and what differs: the run's id is not the launcher's)."""
+    import fork_python
+
+    server, launcher = fork_python.start(tmp_path_factory.mktemp("fork-python"), cli_env())
+    yield str(launcher)
+    fork_python.stop(server)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,9 +1,11 @@
 """A `python` whose start-up skips TensorFlow's import: a server process imports TensorFlow and
 Keras once, and every run of the launcher is a fork of it, running the command line as
-`python` would. For the benchmark smoke runs (test_benchmarks_smoke.py): their scripts start
-child Pythons (bench_startup.py's pair, bench_predict_memory.py's and bench_teardown.py's
-children, gpu/run_gpu.sh's three steps), and each paid ~7 CPU seconds of TensorFlow import
-that measured nothing there; a fork costs a fraction of a second.
+`python` would. Each fresh Python that imports TensorFlow pays ~5-7 CPU seconds for it; a
+fork costs a fraction of a second. Used where the process is real but its TensorFlow import
+is not what is tested: the benchmark smoke runs (test_benchmarks_smoke.py: their scripts'
+child Pythons) and the CLI-subprocess tests (conftest.py's `forked_python`: signals, kills,
+clusters, CLI errors). A test about start-up itself (the import, `--version`, the wheel
+install) keeps `sys.executable`.
 
     python fork_python.py serve SOCKET          # imports TensorFlow, prints "ready", serves until SIGTERM
     python -S -E fork_python.py run SOCKET ARGS  # = `python ARGS` (the launcher `launcher()` writes)
@@ -11,14 +13,31 @@ that measured nothing there; a fork costs a fraction of a second.
 ARGS: `-c CODE ...`, `-m MODULE ...`, `SCRIPT ...` or `- ...` (the code on stdin), after any of
 `-u`, `-B`; anything else is refused (exit 2, naming it). The run gets the launcher's stdin,
 stdout, stderr (passed over the socket), working folder and environment (PYTHONPATH's folders
-go first on sys.path, as `python` puts them); its exit status is the launcher's (a signal's
-death is 128 + the signal). When the launcher dies (killed by its id, a timeout), the run is
-killed. The fork happens before TensorFlow's runtime starts (the server only imports it), so
-each run configures its own devices, as a fresh process does.
+go first on sys.path, as `python` puts them). A run is a real process that behaves, seen from
+the launcher's side, as the launcher were that `python`:
+- its exit status is the launcher's, and a run killed by a signal kills the launcher with the
+  same signal (`subprocess` sees -N, a shell 128+N), a KeyboardInterrupt that ends it included
+  (as CPython exits by SIGINT then);
+- a signal sent to the launcher (by its id or to its process group: `start_new_session` tasks)
+  is passed on to the run (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; one the launcher
+  was started with ignored stays ignored in the run, as `python` keeps it); when the
+  launcher dies (SIGKILL, a timeout) the run is killed (SIGKILL) as soon as its supervisor sees
+  the launcher's end of the socket close (a select wake-up: milliseconds);
+- `sys.executable` is the launcher, as a `python`'s is the program that ran it: a run that
+  starts a Python the usual way (`[sys.executable, ...]`: the local cluster's tasks, TensorBoard)
+  starts a fork too, chosen by the interpreter the test ran, not by the product;
+- the variables that change what TensorFlow's import does (IMPORT_ENV) must match the
+  server's: a run that sets them differently is refused (exit 2, naming the variable), since
+  its import already happened in the server.
+The fork happens before TensorFlow's runtime starts (the server only imports it), so each run
+configures its own devices, as a fresh process does. What differs from a fresh `python`: the
+run's id is not the launcher's (a test that needs the run's id reads it from the run itself),
+and its parent is its supervisor.
 
 Only the server's first import is saved: what a run computes is its own. The server waits
 for every run it forked before it exits, so their CPU time counts in its parent's (pytest's)
-children's time; its log (`fork-python.log` beside the socket) has each run's CPU seconds.
+children's time; its log (`fork-python.log` beside the socket) has each run's CPU seconds and
+the test that ran it (PYTEST_CURRENT_TEST).
 """
 from __future__ import annotations
 
@@ -34,6 +53,10 @@ import time
 from pathlib import Path
 
 MAX_FDS = 3
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# read by TensorFlow's or Keras's import (done once, in the server): a run must not expect another value
+IMPORT_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS", "CUDA_VISIBLE_DEVICES", "KERAS_BACKEND",
+              "TF_USE_LEGACY_KERAS", "KERAS_HOME", "TF_XLA_FLAGS")
 
 
 def launcher(folder: Path, socket_path: Path) -> Path:
@@ -46,19 +69,39 @@ def launcher(folder: Path, socket_path: Path) -> Path:
 
 # ---------------------------------------------------------------------------- the launcher
 def run(socket_path: str, args: list[str]) -> int:
-    payload = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    executable = str(Path(socket_path).with_name("python"))   # the launcher (launcher() writes it there)
+    # a signal this launcher was started with ignored (SIGINT in a background job) stays ignored
+    # in the run, as `python` keeps it
+    ignored = [int(sig) for sig in FORWARDED if signal.getsignal(sig) == signal.SIG_IGN]
+    payload = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ),
+                          "executable": executable, "ignored": ignored}).encode()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(socket_path)
     conn.sendall(struct.pack("!I", len(payload)))
     conn.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+
+    def forward(sig, _frame):
+        try:
+            conn.sendall(bytes([sig]))
+        except OSError:
+            pass
+    for sig in FORWARDED:   # all: whether the run ignores one is the run's disposition (it may set a handler)
+        signal.signal(sig, forward)
     data = b""
     while len(data) < 4:
-        chunk = conn.recv(4 - len(data))
+        chunk = conn.recv(4 - len(data))   # a forwarded signal interrupts it; recv resumes (PEP 475)
         if not chunk:
             print("fork_python: the server ended the run without its exit status", file=sys.stderr)
             return 1
         data += chunk
-    return struct.unpack("!i", data)[0]
+    code = struct.unpack("!i", data)[0]
+    if code < 0:   # the run died by signal -code: so does its launcher, as that `python` would have
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
 
 
 # ---------------------------------------------------------------------------- the server
@@ -66,19 +109,33 @@ def serve(socket_path: str) -> int:
     import keras  # noqa: F401  (what every run would import: the point of the server)
     import tensorflow  # noqa: F401
 
+    global SERVER_IMPORT_ENV
+    SERVER_IMPORT_ENV = {name: os.environ.get(name) for name in IMPORT_ENV}
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(16)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     print("ready", flush=True)
-    supervisors: set[int] = set()
+    supervisors: dict[int, int] = {}   # supervisor's id: its launcher's id
+    parent = os.getppid()
     while not stopping:
         ready, _, _ = select.select([listener], [], [], 0.2)
         _reap(supervisors, block=False)
+        if os.getppid() != parent:   # pytest is gone (killed): no one will stop this server
+            break
         if not ready:
             continue
         conn, _ = listener.accept()
+        launcher_pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                           struct.calcsize("3i")))[0]
+        # A run whose launcher is dead is killed by its supervisor once that sees the socket close
+        # (milliseconds later); no new run (a restart after a kill -9) nor `settle` is served
+        # before: as with a fresh `python`, once the killed process is waited for, it is gone.
+        for orphaned in [sup for sup, launcher in supervisors.items() if not _alive(launcher)]:
+            os.waitpid(orphaned, 0)
+            del supervisors[orphaned]
         pid = os.fork()
         if pid == 0:  # the supervisor of one run
             listener.close()
@@ -89,18 +146,42 @@ def serve(socket_path: str) -> int:
             finally:
                 os._exit(code)
         conn.close()
-        supervisors.add(pid)
+        supervisors[pid] = launcher_pid
     listener.close()
     os.unlink(socket_path)
     _reap(supervisors, block=True)   # their CPU time reaches the server's parent only once waited for
     return 0
 
 
-def _reap(pids: set[int], *, block: bool) -> None:
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead and not yet waited for, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def settle(launcher_path: str | Path) -> None:
+    """Returns once every run of a dead launcher is dead too: after a test kills a launcher with
+    SIGKILL and waits for it, what it reads next (the killed run's files) changes no more, as
+    after a fresh `python`'s kill."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(Path(launcher_path).with_name("fork-python.sock")))
+    payload = json.dumps({"settle": True}).encode()
+    conn.sendall(struct.pack("!I", len(payload)) + payload)
+    _exactly(conn, 4)
+    conn.close()
+
+
+SERVER_IMPORT_ENV: dict = {}
+
+
+def _reap(pids: dict[int, int], *, block: bool) -> None:
     for pid in list(pids):
         done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
         if done:
-            pids.discard(pid)
+            pids.pop(pid, None)
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -129,6 +210,9 @@ def _supervise(conn: socket.socket) -> int:
     """Forks the run, then waits for it to end (its status goes back to the launcher) or for the
     launcher to go away (the run is killed)."""
     request, fds = _receive(conn)
+    if request.get("settle"):   # served once the runs of dead launchers ended (serve)
+        conn.sendall(struct.pack("!i", 0))
+        return 0
     pid = os.fork()
     if pid == 0:
         conn.close()
@@ -136,25 +220,38 @@ def _supervise(conn: socket.socket) -> int:
     for fd in fds:
         os.close(fd)
     started = time.perf_counter()
+    test = request["env"].get("PYTEST_CURRENT_TEST", "")
+
+    def log(what: str, usage) -> None:   # the server's log
+        print(f"{usage.ru_utime + usage.ru_stime:7.1f} CPU s {time.perf_counter() - started:7.1f} s {what}  "
+              f"{' '.join(request['args'])[:160]!r}  {test}", file=sys.stderr, flush=True)
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            code = os.waitstatus_to_exitcode(status)
-            code = 128 - code if code < 0 else code
-            print(f"{usage.ru_utime + usage.ru_stime:7.1f} CPU s {time.perf_counter() - started:7.1f} s exit {code:3d}  "
-                  f"{' '.join(request['args'])[:160]!r}", file=sys.stderr, flush=True)   # the server's log
+            code = os.waitstatus_to_exitcode(status)   # -N: killed by signal N
+            log(f"exit {code:3d}", usage)
             try:
                 conn.sendall(struct.pack("!i", code))
             except OSError:
                 pass
             return 0
         ready, _, _ = select.select([conn], [], [], 0.05)
-        if ready and not conn.recv(1):   # the launcher is gone: so is its run
+        if not ready:
+            continue
+        try:
+            forwarded = conn.recv(64)
+        except OSError:
+            forwarded = b""
+        if not forwarded:   # the launcher is gone: so is its run
             os.kill(pid, signal.SIGKILL)
             _, _, usage = os.wait4(pid, 0)
-            print(f"{usage.ru_utime + usage.ru_stime:7.1f} CPU s {time.perf_counter() - started:7.1f} s killed    "
-                  f"{' '.join(request['args'])[:160]!r}", file=sys.stderr, flush=True)
+            log("killed  ", usage)
             return 0
+        for sig in forwarded:   # signals the launcher received, for the run
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
 
 
 def _child(request: dict, fds: list[int]) -> int:
@@ -169,25 +266,41 @@ def _child(request: dict, fds: list[int]) -> int:
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    # a fresh `python`'s dispositions (the server's SIGTERM handler undone; CPython ignores SIGPIPE)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    for sig in request.get("ignored", ()):
+        signal.signal(sig, signal.SIG_IGN)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    write_through = bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.executable = request.get("executable") or sys.executable   # the module docstring says why
+    if "tempfile" in sys.modules:   # as a fresh `python`: the temporary folder from this TMPDIR, when first asked
+        sys.modules["tempfile"].tempdir = None
+    args = list(request["args"])
+    unbuffered = False
+    while args and args[0] in ("-u", "-B"):
+        unbuffered = unbuffered or args[0] == "-u"
+        args.pop(0)
+    write_through = unbuffered or bool(os.environ.get("PYTHONUNBUFFERED"))
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
                                                    line_buffering=True, write_through=write_through)
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                                    errors="backslashreplace", line_buffering=True,
                                                    write_through=True)
-    args = list(request["args"])
-    while args and args[0] in ("-u", "-B"):
-        args.pop(0)
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     base_path = [p for p in sys.path[1:] if p not in pythonpath]
     code = 0
+    interrupted = False
     try:
+        differing = [name for name in IMPORT_ENV if os.environ.get(name) != SERVER_IMPORT_ENV.get(name)]
+        if differing:
+            name = differing[0]
+            raise _Usage(f"{name}={os.environ.get(name)!r} differs from the server's "
+                         f"{SERVER_IMPORT_ENV.get(name)!r}, which its TensorFlow import used; start the "
+                         f"server with it, or run a fresh python")
         if not args:
             raise _Usage("no arguments (an interactive Python is not served)")
         if args[0] == "-c":
@@ -225,11 +338,13 @@ def _child(request: dict, fds: list[int]) -> int:
             code = 1
     except KeyboardInterrupt:
         traceback.print_exc()
-        code = 128 + signal.SIGINT
+        interrupted = True
     except BaseException:  # noqa: BLE001  (as `python` does: the traceback, exit status 1)
         traceback.print_exc()
         code = 1
     try:
+        if "threading" in sys.modules:   # as `python` ends: its non-daemon threads first, then atexit
+            sys.modules["threading"]._shutdown()
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
@@ -237,6 +352,9 @@ def _child(request: dict, fds: list[int]) -> int:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+    if interrupted:   # as CPython ends on an uncaught KeyboardInterrupt: killed by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     return code
 
 

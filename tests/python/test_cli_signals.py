@@ -28,8 +28,8 @@ SETTINGS = ["train.max_steps=20000", "train.iterations_per_loop=5", "train.save_
             "eval.every_n_steps=1000000"]
 
 
-def train_command(fixtures_dir: Path, model_dir: Path, runs: Path, settings: list[str]) -> list[str]:
-    command = [sys.executable, "-m", "tpuestimator", "train", str(fixtures_dir / "parity" / "parity.yaml"),
+def train_command(python: str, fixtures_dir: Path, model_dir: Path, runs: Path, settings: list[str]) -> list[str]:
+    command = [python, "-m", "tpuestimator", "train", str(fixtures_dir / "parity" / "parity.yaml"),
                "--model-dir", str(model_dir), "--runs-dir", str(runs)]
     for setting in settings:
         command += ["--set", setting]
@@ -56,11 +56,13 @@ def signal_when_ready(command: list[str], env: dict, model_dir: Path, sig: int, 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_to_the_cli_saves_a_checkpoint_records_the_stop_and_exits_with_its_code(
-        tmp_path, fixtures_dir, python_env, capsys, sig, code):
+        tmp_path, fixtures_dir, python_env, forked_python, capsys, sig, code):
     model_dir, runs = tmp_path / "m", tmp_path / "runs"
     log = tmp_path / "train.log"
-    # python_env: as on the core install (scikit-learn hidden, 2 CPU s less)
-    returncode = signal_when_ready(train_command(fixtures_dir, model_dir, runs, SETTINGS), python_env,
+    # python_env: as on the core install (scikit-learn hidden, 2 CPU s less); forked_python: a
+    # real process that gets the signal and exits as `python` would, without its TensorFlow
+    # import (~6 CPU s; the CLI's handlers are installed after it, by the job)
+    returncode = signal_when_ready(train_command(forked_python, fixtures_dir, model_dir, runs, SETTINGS), python_env,
                                    model_dir, sig, log)
     out = log.read_text()
     assert returncode == code, f"exit {returncode}, expected {code}:\n{out[-3000:]}"
@@ -80,7 +82,7 @@ def test_a_signal_to_the_cli_saves_a_checkpoint_records_the_stop_and_exits_with_
     # the resume is not about the process, and a second TensorFlow start costs seconds)
     from tpuestimator.cli import main
 
-    again = train_command(fixtures_dir, model_dir, runs, [*SETTINGS[1:], f"train.max_steps={stopped + 10}"])
+    again = train_command(sys.executable, fixtures_dir, model_dir, runs, [*SETTINGS[1:], f"train.max_steps={stopped + 10}"])
     assert again[1:3] == ["-m", "tpuestimator"]
     returncode = main(again[3:])
     captured = capsys.readouterr()

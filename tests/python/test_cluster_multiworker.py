@@ -200,7 +200,8 @@ def _lines_of(lines: list, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, caplog, capsys):
+def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir, tmp_path, forked_python, caplog,
+                                                                   capsys):
     """Also a side-car evaluator (`--evaluator`) beside the multi-worker cluster: it evaluates the
     chief's checkpoint into the chief's run record.
 
@@ -219,7 +220,9 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
     (model_dir / ".ckpt-9.k2j4x9ab.tmp").write_text("left by a killed run")  # still cleared, by the chief
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
-    command = [sys.executable, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train", config,
+    # each task a real process on its own, started by the product's LocalCluster (its own session,
+    # signals, exit code); forked_python: without its TensorFlow import (~6 CPU s a task; conftest.py)
+    command = [forked_python, os.path.join(os.path.dirname(__file__), "held_config_write.py"), "train", config,
                "--set", "run.strategy=multi_worker", *_same_batches(), "--set", "export.enabled=true",
                "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)]
     lines: list = []
@@ -284,7 +287,8 @@ def test_two_workers_train_in_step_write_once_and_match_one_process(fixtures_dir
 
 
 @pytest.mark.slow
-def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_dir, tmp_path):
+def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_dir, tmp_path, forked_python,
+                                                                      monkeypatch):
     """Worker 1 is SIGKILLed right after the chief's first checkpoint; with one restart the
     whole cluster starts again, every worker restores the chief's checkpoint and training
     completes. The config keeps `run.strategy: auto`: TF_CONFIG alone makes it multi-worker.
@@ -302,12 +306,18 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
             victim.process.send_signal(signal.SIGKILL)
             killed.append(line)
 
-    result = run_local_cluster(
-        config, workers=2, restarts=1, env=_env(tmp_path), on_line=on_line,
-        on_start=lambda cluster, attempt: clusters.append(cluster),
-        train_args=["--set", f"train.max_steps={max_steps}",
-                    "--set", "train.save_checkpoints_steps=20", "--model-dir", str(model_dir),
-                    "--runs-dir", str(tmp_path / "runs")])
+    # The tasks are the product's `[sys.executable, "-m", "tpuestimator", "train", ...]`: this
+    # process's `python` is forked_python while the cluster runs, as if the test had run
+    # `tpuestimator cluster` with it (each task a real process, SIGKILLed and restarted, without
+    # its TensorFlow import: ~6 CPU s a task; conftest.py). The product's command is unchanged.
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "executable", forked_python)
+        result = run_local_cluster(
+            config, workers=2, restarts=1, env=_env(tmp_path), on_line=on_line,
+            on_start=lambda cluster, attempt: clusters.append(cluster),
+            train_args=["--set", f"train.max_steps={max_steps}",
+                        "--set", "train.save_checkpoints_steps=20", "--model-dir", str(model_dir),
+                        "--runs-dir", str(tmp_path / "runs")])
     assert result.returncode == 0 and result.restarts == 1, [x for x in lines if x[0] == len(clusters) - 1][-30:]
     assert killed and len(clusters) == 2
     first_ckpt = int(killed[0].rsplit("-", 1)[1])
@@ -339,14 +349,15 @@ def test_a_killed_worker_restarts_the_cluster_from_the_last_checkpoint(fixtures_
     assert _scratch_left(tmp_path) == []  # the killed worker's scratch cleared by its restart
 
 
-def test_cluster_command_reports_the_failed_task_and_exits_with_its_code(fixtures_dir, tmp_path):
+def test_cluster_command_reports_the_failed_task_and_exits_with_its_code(fixtures_dir, tmp_path, forked_python):
     """Every task fails at once here (a train flag their `tpuestimator train` does not know,
     which the launcher passes on unchecked): the exit code is the task's and the report names
     it with its last log lines. (Stopping the healthy tasks when one dies is shown by the
-    killed-worker test above.)"""
+    killed-worker test above.) forked_python: the command and its tasks (`sys.executable`) are
+    real processes without their TensorFlow import (conftest.py)."""
     config = str(fixtures_dir / "parity" / "parity.yaml")
     proc = subprocess.run(
-        [sys.executable, "-m", "tpuestimator", "cluster", "--workers", "2", config, "--set",
+        [forked_python, "-m", "tpuestimator", "cluster", "--workers", "2", config, "--set",
          "run.strategy=multi_worker", "--no-such-train-flag"],
         env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -372,6 +383,8 @@ def _marked_processes(mark: str) -> list[int]:
 
 
 def test_ctrl_c_stops_every_task(fixtures_dir, tmp_path):
+    """A fresh `python` (not conftest's forked_python): the tasks are found by their environment
+    in /proc, which shows a forked run's server's, not its own."""
     import time
     import uuid
 

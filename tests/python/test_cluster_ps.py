@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -62,13 +61,16 @@ def _addresses(shape: ClusterShape) -> dict:
 
 
 @pytest.mark.slow
-def test_parameter_servers_train_asynchronously_without_overlap_and_a_sidecar_evaluates_every_checkpoint(tmp_path):
+def test_parameter_servers_train_asynchronously_without_overlap_and_a_sidecar_evaluates_every_checkpoint(
+        tmp_path, forked_python):
     config = _ids_job(tmp_path)
     model_dir, runs_dir = tmp_path / "model", tmp_path / "runs"
     # every task ends by itself: the chief when training is done, the evaluator after the final
-    # checkpoint; the launcher then stops the ps and worker servers
+    # checkpoint; the launcher then stops the ps and worker servers. forked_python: the command and
+    # its 5 tasks (`sys.executable`) are real processes without their TensorFlow import (~6 CPU s
+    # each; conftest.py)
     done = subprocess.run(
-        [sys.executable, "-m", "tpuestimator", "cluster", "--workers", "2", "--ps", "1", "--evaluator", config,
+        [forked_python, "-m", "tpuestimator", "cluster", "--workers", "2", "--ps", "1", "--evaluator", config,
          "--model-dir", str(model_dir), "--runs-dir", str(runs_dir)],
         env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=400)
     out = done.stdout
@@ -125,14 +127,14 @@ COUNT_STEPS, COUNT_BATCH = 100, 16
 
 
 @pytest.fixture(scope="module")
-def in_process_cluster(tmp_path_factory, stress_round) -> dict:
+def in_process_cluster(tmp_path_factory, forked_python, stress_round) -> dict:
     """What ps_in_process_cluster.py found on its cluster of 2 workers and 2 ps tasks (servers in
     the chief's process: one TensorFlow start for the two tests that read it; the ps/worker role
     of `tpuestimator train` in processes of their own is the test above). Again in each round of
     stress mode (`stress_round`)."""
     script = Path(__file__).with_name("ps_in_process_cluster.py")
     env = dict(_env(), PYTHONPATH=os.pathsep.join([WITHOUT_SKLEARN, str(REPO / "python"), str(script.parent)]))
-    done = subprocess.run([sys.executable, str(script), str(COUNT_STEPS), str(COUNT_BATCH), "5", "50"], env=env,
+    done = subprocess.run([forked_python, str(script), str(COUNT_STEPS), str(COUNT_BATCH), "5", "50"], env=env,
                           cwd=str(tmp_path_factory.mktemp("ps")), capture_output=True, text=True, timeout=400)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert done.returncode == 0 and len(lines) == 1, done.stdout[-3000:] + done.stderr[-3000:]

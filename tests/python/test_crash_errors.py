@@ -41,12 +41,14 @@ def _write_bad_labels(src: Path, dest: Path, index: int, label: int) -> None:
             writer.write(record)
 
 
-def _cli(args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tpuestimator", *args], env=env, cwd=cwd, capture_output=True,
+def _cli(python: str, args: list[str], env: dict, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "tpuestimator", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
 
 
 # ---------------------------------------------------------------- up front, nothing written
+# a fresh `python` (not conftest's forked_python, whose runs have TensorFlow imported already):
+# what is tested is that TensorFlow is not imported
 def test_unimportable_model_fails_before_tensorflow_starts_and_writes_nothing(tmp_path, python_env):
     config = _digits(tmp_path)
     script = ("import sys; from tpuestimator.cli import main; rc = main(sys.argv[1:]); "
@@ -131,7 +133,7 @@ def trained(tmp_path_factory):
 
 
 # `evaluate` and `predict` each run once as a real command (exit code and stderr as a shell sees
-# them); the image cases call `cli.main` in this process, which returns that code and prints
+# them; forked_python: without the process's TensorFlow import, ~6 CPU s); the image cases call `cli.main` in this process, which returns that code and prints
 # the same lines, without a TensorFlow start each.
 IN_PROCESS = {"predict_empty_png", "predict_broken_png"}
 
@@ -139,7 +141,7 @@ IN_PROCESS = {"predict_empty_png", "predict_broken_png"}
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["evaluate_truncated", "predict_truncated", "predict_empty_png",
                                   "predict_broken_png"])
-def test_bad_files_give_one_data_error_exit_2(trained, python_env, case, monkeypatch, capsys):
+def test_bad_files_give_one_data_error_exit_2(trained, python_env, forked_python, case, monkeypatch, capsys):
     work, result = trained
     args, needles = {
         "evaluate_truncated": (["evaluate", "m", "--data", "trunc.tfrecord"],
@@ -159,5 +161,5 @@ def test_bad_files_give_one_data_error_exit_2(trained, python_env, case, monkeyp
         captured = capsys.readouterr()
         proc = subprocess.CompletedProcess(args, code, captured.out, captured.err)
     else:
-        proc = _cli(args, python_env, work)
+        proc = _cli(forked_python, args, python_env, work)
     one_clear_error(proc, 2, *needles)

@@ -31,11 +31,12 @@ SHARDS = 4
 
 
 @pytest.fixture(scope="session")  # session: one server although the slow test runs first, apart from the rest
-def served():
+def served(forked_python):
     """(address, process) of `tpuestimator data serve` with 2 workers on free ports."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "tpuestimator", "data", "serve", "--dispatcher", "0",
+    # forked_python: a process of its own (Ctrl-C, its exit code) without its TensorFlow import (conftest.py)
+    proc = subprocess.Popen([forked_python, "-m", "tpuestimator", "data", "serve", "--dispatcher", "0",
                              "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
     lines = []

@@ -168,14 +168,16 @@ def as_run(key: str, text: str) -> str:
     return text
 
 
-def shims(folder: Path) -> dict:
-    """An environment whose `tpuestimator`, `saved_model_cli` and `python` are this checkout's, run by this Python."""
+def shims(folder: Path, python: str = sys.executable) -> dict:
+    """An environment whose `tpuestimator`, `saved_model_cli` and `python` are this checkout's, run
+    by `python` (this Python, or conftest's forked_python: processes of their own without their
+    TensorFlow import, for the pages whose commands start servers and cluster tasks)."""
     bin_dir = folder / ".bin"
     bin_dir.mkdir(exist_ok=True)
     # `python` too: a symlink would lose the virtualenv (Python finds it beside the path it was run by)
     for name, module in (("tpuestimator", "-m tpuestimator"), ("python", ""),
                          ("saved_model_cli", "-m tensorflow.python.tools.saved_model_cli")):
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" {module} "$@"\n')
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{python}" {module} "$@"\n')
         (bin_dir / name).chmod(0o755)
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
@@ -634,11 +636,11 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 @pytest.mark.real_process
-def test_the_scaling_out_pages_tf_data_service_block_runs(job_here):
+def test_the_scaling_out_pages_tf_data_service_block_runs(job_here, forked_python):
     """docs/scaling-out.md: `data serve` starts a dispatcher and two workers, the training reads
     its input from them, and Ctrl-C stops the service cleanly."""
     _, block = page_block("scaling-out.md", "tpuestimator data serve --dispatcher")
-    env = dict(shims(job_here), PORT=str(_free_port()))
+    env = dict(shims(job_here, forked_python), PORT=str(_free_port()))
     proc = run_block(as_run("scaling-out.md:service", block), job_here, env)
     assert f"tf.data service at grpc://localhost:{env['PORT']} with 2 worker(s)" in proc.stdout, proc.stdout
     assert "tf.data service stopped" in proc.stdout
@@ -650,11 +652,16 @@ def test_the_scaling_out_pages_tf_data_service_block_runs(job_here):
 
 @pytest.mark.slow
 @pytest.mark.real_process
-def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
+def test_the_scaling_out_pages_local_cluster_block_runs(job_here, forked_python, monkeypatch):
     """docs/scaling-out.md: two multi-worker workers train models/job; two workers, a parameter
     server and a side-car evaluator train models/job-ps, the evaluator recording evaluations."""
     _, block = page_block("scaling-out.md", "tpuestimator cluster --workers 2 job.yaml")
-    run_block(as_run("scaling-out.md:cluster", block), job_here, shims(job_here))
+    # the `tpuestimator cluster` lines run in this process (run_block), their tasks are the
+    # product's [sys.executable, ...]: forked_python for this block, as if the page's commands ran
+    # with it (7 tasks, each a process of its own without its TensorFlow import; conftest.py)
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "executable", forked_python)
+        run_block(as_run("scaling-out.md:cluster", block), job_here, shims(job_here, forked_python))
     for model, steps in (("job", CLUSTER_STEPS), ("job-ps", STEPS)):
         assert (job_here / "models" / model / f"ckpt-{steps}.index").exists(), model
     assert list((job_here / "models" / "job-ps" / "eval_sidecar").iterdir())
@@ -662,14 +669,14 @@ def test_the_scaling_out_pages_local_cluster_block_runs(job_here):
 
 @pytest.mark.slow
 @pytest.mark.real_process
-def test_the_scaling_out_pages_hand_made_parameter_server_cluster_block_runs(job_here):
+def test_the_scaling_out_pages_hand_made_parameter_server_cluster_block_runs(job_here, forked_python):
     """docs/scaling-out.md, one shell per task by hand: a ps, two workers and the chief (four
     processes) train models/job to its last step with parameter servers; the three background
     tasks stop by themselves once the chief is done, and both workers ran steps."""
     from tpuestimator.runs import run_info
 
     _, block = page_block("scaling-out.md", "CLUSTER=")
-    env = dict(shims(job_here), PORT_CHIEF=str(_free_port()), PORT_WORKER0=str(_free_port()),
+    env = dict(shims(job_here, forked_python), PORT_CHIEF=str(_free_port()), PORT_WORKER0=str(_free_port()),
                PORT_WORKER1=str(_free_port()), PORT_PS=str(_free_port()))
     assert len({env[k] for k in ("PORT_CHIEF", "PORT_WORKER0", "PORT_WORKER1", "PORT_PS")}) == 4
     proc = run_block(as_run("scaling-out.md:by_hand", block), job_here, env, timeout=600)

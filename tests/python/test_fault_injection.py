@@ -2,8 +2,9 @@
 seeded random points and resumed, and what it leaves is checked after every fault and at the
 end:
 
-- each fault: SIGKILL at a random time after start (TensorFlow start-up, the lock, the run
-  record's creation, the first loops), SIGKILL / SIGTERM / SIGINT once the latest checkpoint
+- each fault: SIGKILL at a random time after start (the lock, the run record's creation, the
+  first loops; the process is a fork that has TensorFlow imported, conftest.py's
+  `forked_python`, so the kill lands in our code, not in TensorFlow's import), SIGKILL / SIGTERM / SIGINT once the latest checkpoint
   reached a random step AND was written by this process (a kill a few ms after a checkpoint
   lands in a device loop, in the next checkpoint's write, an evaluation or an export; never
   while the interpreter starts, where no handler of ours can run yet). SIGTERM/SIGINT must
@@ -37,7 +38,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -45,6 +45,7 @@ import numpy as np
 import pytest
 import yaml
 
+import fork_python
 from helpers import without_sklearn
 from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
@@ -106,8 +107,8 @@ def plan_faults(seed: int, points: int) -> list[list[Fault]]:
     return chains
 
 
-def train_command(config: Path, model_dir: Path, runs: Path) -> list[str]:
-    return [sys.executable, "-m", "tpuestimator", "train", str(config), "--model-dir", str(model_dir),
+def train_command(python: str, config: Path, model_dir: Path, runs: Path) -> list[str]:
+    return [python, "-m", "tpuestimator", "train", str(config), "--model-dir", str(model_dir),
             "--runs-dir", str(runs)]
 
 
@@ -143,6 +144,8 @@ def inject(fault: Fault, cmd: list[str], env: dict, model_dir: Path) -> subproce
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            # a SIGKILLed launcher's run (a fork) dies milliseconds after it: nothing is read before
+            fork_python.settle(cmd[0])
     return subprocess.CompletedProcess(cmd, proc.returncode)
 
 
@@ -207,7 +210,7 @@ def uninterrupted_loss(config: Path, model_dir: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, stress_round):
+def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, forked_python, stress_round):
     """Runs every chain of faults, then the uninterrupted baseline (again in each round of stress
     mode: `stress_round`)."""
     base = tmp_path_factory.mktemp("faults")
@@ -223,7 +226,9 @@ def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, stress_
         folder = base / f"chain{faults[0].chain}"
         folder.mkdir()
         model_dir, runs = folder / "m", folder / "runs"
-        cmd = train_command(config, model_dir, runs)
+        # forked_python: each run a real process, signalled and killed, without its TensorFlow
+        # import (~6 CPU s a run; conftest.py)
+        cmd = train_command(forked_python, config, model_dir, runs)
         for fault in faults:
             done = inject(fault, cmd, env, model_dir)
             fault.returncode = done.returncode

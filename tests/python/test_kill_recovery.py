@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,11 @@ def _train_args(tmp_path, fixtures_dir) -> list[str]:
     return args
 
 
-def _train(tmp_path, fixtures_dir, python_env, fault):
+def _train(tmp_path, fixtures_dir, python_env, python, fault):
+    """A killed run: a real process (forked_python: a fork that skips the TensorFlow import, ~6
+    CPU s, and dies by SIGKILL as `python` would; conftest.py)."""
     env = dict(python_env, TPUESTIMATOR_FAULT=fault)  # as on the core install (2 CPU s less)
-    return subprocess.run([sys.executable, "-c", CLI, *_train_args(tmp_path, fixtures_dir)], env=env,
+    return subprocess.run([python, "-c", CLI, *_train_args(tmp_path, fixtures_dir)], env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -52,7 +53,7 @@ def _leftovers(root: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env, monkeypatch, caplog):
+def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env, forked_python, monkeypatch, caplog):
     """Three runs of one command: killed between the checkpoint of step 20 and its evaluation
     (that evaluation and its best export used to be skipped for good), then killed inside the
     best export of step 20 (its temp folder used to survive a later successful rerun), then
@@ -66,12 +67,12 @@ def test_a_rerun_completes_what_kills_skipped(tmp_path, fixtures_dir, python_env
     from tpuestimator.cli import main
 
     model = tmp_path / "model"
-    killed = _train(tmp_path, fixtures_dir, python_env, fault="after_checkpoint@20")
+    killed = _train(tmp_path, fixtures_dir, python_env, forked_python, fault="after_checkpoint@20")
     assert killed.returncode == RETURN_CODE, killed.stderr[-2000:]
     assert (model / "ckpt-20.index").is_file() and not (model / "last_evaluation.json").exists()
     assert not (model / "export" / "best").exists()
 
-    killed = _train(tmp_path, fixtures_dir, python_env, fault="in_export@20")
+    killed = _train(tmp_path, fixtures_dir, python_env, forked_python, fault="in_export@20")
     assert killed.returncode == RETURN_CODE, killed.stderr[-2000:]
     assert "has no evaluation" in killed.stderr  # (b) evaluated before training on
     left = _leftovers(model)

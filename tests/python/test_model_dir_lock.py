@@ -152,19 +152,22 @@ def test_a_training_job_refuses_a_locked_model_dir_and_releases_its_own(tmp_path
 
 
 @pytest.mark.slow
-def test_two_cli_trains_on_one_model_dir_and_two_into_one_runs_folder(tmp_path, fixtures_dir, python_env):
+def test_two_cli_trains_on_one_model_dir_and_two_into_one_runs_folder(tmp_path, fixtures_dir, python_env,
+                                                                       forked_python):
     """Two trains on one model dir: the second fails at once with the message, no traceback.
     Two trains with different model dirs into one runs folder: both complete, two valid runs."""
     config = str(fixtures_dir / "parity" / "parity.yaml")
     runs = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "tpuestimator", "train", config, "--runs-dir", str(runs),
-           "--set", "train.max_steps=400", "--set", "train.iterations_per_loop=2"]
+    args = ["-m", "tpuestimator", "train", config, "--runs-dir", str(runs),
+            "--set", "train.max_steps=400", "--set", "train.iterations_per_loop=2"]
+    cmd = [forked_python, *args]   # conftest.py: without the process's TensorFlow import (~6 CPU s)
 
-    def start(model_dir):
-        return subprocess.Popen([*cmd, "--model-dir", str(tmp_path / model_dir)], env=python_env,
+    def start(python, model_dir):
+        return subprocess.Popen([python, *args, "--model-dir", str(tmp_path / model_dir)], env=python_env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    first, other = start("a"), start("b")
+    # the lock holder a fresh `python`: the message names its id, which a fork's launcher does not have
+    first, other = start(sys.executable, "a"), start(forked_python, "b")
     try:
         lock = tmp_path / "a" / LOCK_FILE
         deadline = time.monotonic() + 120

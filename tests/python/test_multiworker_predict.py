@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
 
 
-def test_every_worker_predicts_every_example_in_input_order(tmp_path):
+def test_every_worker_predicts_every_example_in_input_order(tmp_path, forked_python):
     from tpuestimator import Estimator, RunConfig
     from tpuestimator.cluster.local_cluster import free_ports
 
@@ -32,7 +31,8 @@ def test_every_worker_predicts_every_example_in_input_order(tmp_path):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(tmp_path / "tmp"),
                    PYTHONPATH=os.pathsep.join([str(HERE.parents[1] / "python"), str(HERE)]),
                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen([sys.executable, str(HERE / "multiworker_predict.py"), str(model_dir)], env=env,
+        # forked_python: each worker a process of its own without its TensorFlow import (conftest.py)
+        procs.append(subprocess.Popen([forked_python, str(HERE / "multiworker_predict.py"), str(model_dir)], env=env,
                                       cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
     for proc in procs:

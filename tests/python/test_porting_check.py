@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 
 TF1_MODULE = '''
@@ -37,18 +36,20 @@ def model_fn(params):
 '''
 
 
-def _check(tmp_path, python_env, module_source: str) -> subprocess.CompletedProcess:
+def _check(tmp_path, python_env, python, module_source: str) -> subprocess.CompletedProcess:
+    """`tpuestimator check` as a command (its exit code and output as a shell sees them);
+    `python`: conftest's forked_python (without the process's TensorFlow import, ~6 CPU s)."""
     from tpuestimator.examples import write_example
 
     config = write_example("digits", tmp_path / "digits")
     (tmp_path / "user_model.py").write_text(textwrap.dedent(module_source))
     env = dict(python_env, PYTHONPATH=str(tmp_path) + os.pathsep + python_env["PYTHONPATH"])
-    return subprocess.run([sys.executable, "-m", "tpuestimator.cli", "check", config, "--set", "model=user_model:model_fn",
+    return subprocess.run([python, "-m", "tpuestimator.cli", "check", config, "--set", "model=user_model:model_fn",
                            "--cores", "1"], env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_check_names_each_tf1_leftover_and_its_replacement(tmp_path, python_env):
-    proc = _check(tmp_path, python_env, TF1_MODULE)
+def test_check_names_each_tf1_leftover_and_its_replacement(tmp_path, python_env, forked_python):
+    proc = _check(tmp_path, python_env, forked_python, TF1_MODULE)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     out = proc.stdout

@@ -302,14 +302,15 @@ run_job(sys.argv[1], overrides=["eval.every_n_steps=20"], model_dir=sys.argv[2],
 """
 
 
-def test_a_job_killed_right_after_an_evaluation_keeps_its_row_and_end(tmp_path, fixtures_dir):
+def test_a_job_killed_right_after_an_evaluation_keeps_its_row_and_end(tmp_path, fixtures_dir, forked_python):
     """Issue 12.4: the row used to be written after the exporters, so a kill there left metrics.json
     all null and end == start."""
     import tpuestimator.runs
 
     python_dir = Path(tpuestimator.runs.__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(python_dir), TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", KILLED_AFTER_EVAL, str(fixtures_dir / "parity" / "parity.yaml"),
+    # forked_python: a process of its own that dies by its SIGKILL, without its TensorFlow import (conftest.py)
+    done = subprocess.run([forked_python, "-c", KILLED_AFTER_EVAL, str(fixtures_dir / "parity" / "parity.yaml"),
                            str(tmp_path / "m"), str(tmp_path / "runs")], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]

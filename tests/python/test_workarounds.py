@@ -36,10 +36,10 @@ def test_mirrored_input_per_device_datasets_do_not_autotune():
     np.testing.assert_array_equal(np.concatenate([t.numpy() for t in first]), np.arange(16))
 
 
-def test_building_a_strategy_puts_the_work_around_in_place(python_env):
-    # In a fresh process: in this one an earlier test may have applied it already.
+def test_building_a_strategy_puts_the_work_around_in_place(python_env, forked_python):
+    # In a process of its own: in this one an earlier test may have applied it already
+    # (forked_python: TensorFlow imported, nothing of tpuestimator's; conftest.py).
     import subprocess
-    import sys
 
     code = ("from tensorflow.python.data.ops import multi_device_iterator_ops as mdi\n"
             "from tpuestimator.core.devices import make_strategy\n"
@@ -47,7 +47,7 @@ def test_building_a_strategy_puts_the_work_around_in_place(python_env):
             "assert not hasattr(mdi._create_device_dataset, '__wrapped__')\n"
             "make_strategy(RunConfig(model_dir='unused', strategy='mirrored'))\n"
             "assert hasattr(mdi._create_device_dataset, '__wrapped__')\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=python_env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([forked_python, "-c", code], env=python_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
