@@ -11,7 +11,7 @@ here with numpy from the EXPORT's predictions on those rows, and the steps train
 seconds of the training (user + system, all threads: `resource.getrusage`) are reported.
 
     nice -n 10 .venv/bin/python benchmarks/bench_tables_early_stopping.py [--tables infert,co2,mixed50k]
-        [--models dnn,linear] [--modes before,after] [--out /tmp/bench_es]
+        [--models dnn,linear] [--modes before,after] [--max-steps 1000] [--out /tmp/bench_es]
 
 Prints a markdown table and writes `<out>/tables_early_stopping.json`.
 """
@@ -68,7 +68,7 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_one(table: str, model: str, mode: str, out: str) -> dict:
+def run_one(table: str, model: str, mode: str, out: str, max_steps: int = 1000) -> dict:
     from tpuestimator.tables import predict_table, train_table
 
     frame, label = load(table)
@@ -77,7 +77,7 @@ def run_one(table: str, model: str, mode: str, out: str) -> dict:
     folder = os.path.join(out, f"{table}-{model}-{mode}")
     start = cpu_seconds()
     result = train_table(train, label=label, out_dir=folder, model=model, task=task, split=evaluation,
-                         config=MODES[mode], record=False)
+                         config={**MODES[mode], "train": {"max_steps": max_steps}}, record=False)
     cpu = cpu_seconds() - start
     predicted = predict_table(result.export_dir, evaluation.drop(columns=[label]))
     truth = evaluation[label].to_numpy()
@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--tables", default="infert,co2,mixed50k")
     parser.add_argument("--models", default="dnn,linear")
     parser.add_argument("--modes", default="before,after")
+    parser.add_argument("--max-steps", type=int, default=1000, help="train.max_steps of both sides")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -105,7 +106,7 @@ def main() -> None:
     for table in args.tables.split(","):
         for model in args.models.split(","):
             for mode in args.modes.split(","):
-                row = run_one(table, model, mode, out)
+                row = run_one(table, model, mode, out, args.max_steps)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     with open(os.path.join(out, "tables_early_stopping.json"), "w") as fh:

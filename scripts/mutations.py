@@ -255,6 +255,25 @@ def read_junit(xml_text: str) -> tuple[dict[tuple[str, str], ReportedOutcome], l
     return cases, collection_errors
 
 
+def parametrized_cases(test: str, cases: dict[tuple[str, str], ReportedOutcome]) -> ReportedOutcome | None:
+    """The outcome of a parametrized test named without its parameters, as pytest reports the
+    function: failed when any case failed (a setup error when one errored in set-up and none
+    failed), skipped when every case skipped, else passed; None when it has no such cases."""
+    classname, name = junit_key(test)
+    if "[" in name:
+        return None
+    mine = [o for (c, n), o in cases.items() if c == classname and n.startswith(name + "[")]
+    if not mine:
+        return None
+    for status in (FAILED, SETUP_ERROR):
+        hit = [o for o in mine if o.status == status]
+        if hit:
+            return ReportedOutcome(status, f"{len(hit)} of {len(mine)} cases: {hit[0].message}")
+    if all(o.status == SKIPPED for o in mine):
+        return ReportedOutcome(SKIPPED, mine[0].message)
+    return ReportedOutcome(PASSED)
+
+
 def pytest_outcomes(tests: list[str], xml_text: str | None, log_text: str,
                     why_no_report: str = "") -> dict[str, ReportedOutcome]:
     """The outcome of each pytest id in `tests`, from the junit report and pytest's output."""
@@ -264,6 +283,10 @@ def pytest_outcomes(tests: list[str], xml_text: str | None, log_text: str,
     for test in tests:
         if junit_key(test) in cases:
             out[test] = cases[junit_key(test)]
+            continue
+        params = parametrized_cases(test, cases)
+        if params:
+            out[test] = params
             continue
         file = test.partition("::")[0]
         if any(found.endswith(test) for found in not_found):

@@ -59,7 +59,7 @@ NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow
                 "fashion_mnist_tf1.py": "the TF1 peer of bench_fashion_mnist.py: needs a TensorFlow 2.15 interpreter"}
 # The scripts with their own output and their own checks below.
 OTHER_SCRIPTS = ("bench_input.py", "bench_predict_memory.py", "service_capacity.py", "bench_tables_speed.py", "run_all.py",
-                 "gpu/run_gpu.sh")
+                 "gpu/run_gpu.sh", "bench_tables_early_stopping.py")
 
 
 def _env() -> dict:
@@ -114,6 +114,8 @@ def _plan(out: Path) -> dict[str, list[str]]:
         # the TF 2.15 side needs a TensorFlow 2.15 interpreter outside the project's venv: not run here
         "bench_tables_speed.py": ["--smoke", "--repeats", "1", "--configs", "tpuestimator,keras", "--out", str(out)],
         "bench_input.py": ["--smoke", "--out", str(out / "input_results.md")],
+        "bench_tables_early_stopping.py": ["--tables", "infert", "--models", "linear", "--max-steps", "60",
+                                           "--out", str(out / "early_stopping")],
         "service_capacity.py": ["--size", "16", "--records", "64", "--batch-size", "16", "--seconds", "0.2",
                                 "--rounds", "1"],
     })
@@ -132,8 +134,19 @@ def _check_script(script: str, out: Path, stdout: str, tmp_path: Path) -> None:
         _check_service_capacity(stdout)
     elif script == "bench_tables_speed.py":
         _check_tables_speed(out)
+    elif script == "bench_tables_early_stopping.py":
+        _check_tables_early_stopping(out / "early_stopping")
     else:
         raise AssertionError(f"{script}: no checks")
+
+
+def _check_tables_early_stopping(out: Path) -> None:
+    rows = {r["mode"]: r for r in json.loads((out / "tables_early_stopping.json").read_text())}
+    assert set(rows) == {"before", "after"}, rows
+    assert rows["before"]["steps"] == rows["before"]["exported_step"] == 60 and not rows["before"]["stopped_early"]
+    assert rows["after"]["exported_step"] <= rows["after"]["steps"] <= 60, rows["after"]   # the best step's model
+    for row in rows.values():
+        assert 0 <= row["accuracy"] <= 1 and row["cpu_s"] > 0, row
 
 
 def test_benchmark_scripts_smoke(tmp_path, python_launcher):

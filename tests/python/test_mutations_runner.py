@@ -131,12 +131,16 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"
 <testcase classname="tests.python.test_a" name="test_setup"><error message="failed on setup with &quot;RuntimeError: boom&quot;">E RuntimeError: boom</error></testcase>
 <testcase classname="tests.python.test_a" name="test_skip"><skipped type="pytest.skip" message="why">why</skipped></testcase>
 <testcase classname="tests.python.test_a.TestK" name="test_p[x::y]"><failure message="AssertionError: no">E no</failure></testcase>
+<testcase classname="tests.python.test_a" name="test_q[1]" time="0.0" />
+<testcase classname="tests.python.test_a" name="test_q[2]"><failure message="assert 2 == 3">E assert 2 == 3</failure></testcase>
+<testcase classname="tests.python.test_a" name="test_r[1]" time="0.0" />
+<testcase classname="tests.python.test_a" name="test_r[2]" time="0.0" />
 </testsuite></testsuites>"""
 
 
 def test_each_pytest_outcome_is_read_from_the_junit_report():
     ids = {name: f"tests/python/test_a.py::{name}" for name in
-           ("test_ok", "test_fail", "test_setup", "test_skip", "TestK::test_p[x::y]", "test_gone")}
+           ("test_ok", "test_fail", "test_setup", "test_skip", "TestK::test_p[x::y]", "test_gone", "test_q", "test_r")}
     out = mutations.pytest_outcomes(list(ids.values()), JUNIT, log_text="")
     assert out[ids["test_ok"]] == ReportedOutcome("passed")
     assert out[ids["test_fail"]] == ReportedOutcome("failed", "assert 1 == 2")
@@ -145,6 +149,9 @@ def test_each_pytest_outcome_is_read_from_the_junit_report():
     assert out[ids["test_skip"]] == ReportedOutcome("skipped", "why")
     assert out[ids["TestK::test_p[x::y]"]] == ReportedOutcome("failed", "AssertionError: no")
     assert out[ids["test_gone"]] == ReportedOutcome("not in the report", "no such test (pytest ran without it)")
+    # a parametrized test named without its parameters: as pytest reports the function
+    assert out[ids["test_q"]] == ReportedOutcome("failed", "1 of 2 cases: assert 2 == 3")
+    assert out[ids["test_r"]] == ReportedOutcome("passed")
 
 
 def test_a_missing_pytest_id_and_a_collection_error_are_reasons_not_failures():
