@@ -25,6 +25,7 @@ import yaml
 from tpuestimator.config_rules import check_semantics
 from tpuestimator.config_sections import SECTIONS, section_type, section_view  # noqa: F401
 from tpuestimator.errors import ConfigError
+from tpuestimator.manifest import table_manifest
 from tpuestimator.schema.config_schema import DEFAULTS, schema, schema_defaults, schema_path  # noqa: F401
 from tpuestimator.schema.fields import config_error, unknown_field
 
@@ -293,29 +294,6 @@ def metric_mode(metric: str) -> str:
     return "min" if any(word in str(metric) for word in lower) else "max"
 
 
-def table_manifest(path: str) -> dict | None:
-    """The manifest at `path` (a manifest.json or its folder) when it is a table's (one with
-    the inferred `feature_columns` and a `label`), else None. A missing or unreadable file is
-    not known to be a table (the data layer reports it when the job reads its data)."""
-    try:
-        if "://" in path:
-            import tensorflow as tf  # gfile reads gs:// too
-
-            if tf.io.gfile.isdir(path):
-                path = path.rstrip("/") + "/manifest.json"
-            with tf.io.gfile.GFile(path, "r") as fh:
-                manifest = json.loads(fh.read())
-        else:
-            if os.path.isdir(path):
-                path = os.path.join(path, "manifest.json")
-            with open(path, encoding="utf-8") as fh:
-                manifest = json.load(fh)
-    except Exception:  # noqa: BLE001 - any unreadable manifest: not known to be a table
-        return None
-    is_table = isinstance(manifest, dict) and "feature_columns" in manifest and bool(manifest.get("label"))
-    return manifest if is_table else None
-
-
 def apply_table_stopping(raw: dict) -> None:
     """Fills `raw` (a config dict, before the schema's defaults) with a table's early stopping,
     in place; a config that is not a table's is left as it is."""
@@ -342,7 +320,7 @@ def apply_table_stopping(raw: dict) -> None:
         train = raw.get("train") if isinstance(raw.get("train"), dict) else {}
         steps = train.get("max_steps") or train.get("steps")
         if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
-            rows = ((table.get("splits") or {}).get("train") or {}).get("count")
+            rows = table.split("train").get("count")
             batch = train.get("batch_size") or DEFAULTS["train"]["batch_size"]
             epoch = -(-int(rows) // int(batch)) if isinstance(rows, int) and isinstance(batch, int) else None
             every, loop = evaluation_cadence(steps, train.get("iterations_per_loop"), epoch)

@@ -202,7 +202,8 @@ CONFIG_MODULES = {PACKAGE / "config.py", PACKAGE / "config_rules.py"}
 # The layers, bottom up, by package (docs/ARCHITECTURE.md): a module imports only from its own
 # layer or those below it. Each sub-package's docstring says the same in words.
 LAYERS = (
-    ("errors", "config", "config_rules", "config_sections", "config_views", "schema", "spec", "models", "system"),  # contracts: what every layer shares
+    ("errors", "config", "config_rules", "config_sections", "config_views", "manifest", "schema", "spec", "models",
+     "system"),  # contracts: what every layer shares
     ("core",),  # the Estimator, its loops and state
     ("data", "examples"),  # input pipelines, writers, the bundled examples
     ("runs",),  # run records in tfruns's format, TensorBoard

@@ -1,4 +1,4 @@
-"""`Manifest`: a manifest.json read once into a frozen record (`data.spec.read_manifest_file`)."""
+"""`Manifest`: a manifest.json read once into a frozen record (`tpuestimator.manifest.read_manifest_file`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tpuestimator.data.manifest_types import Manifest
-from tpuestimator.data.spec import read_manifest_file, resolve_section
+from tpuestimator.data.spec import resolve_section
 from tpuestimator.errors import DataError
+from tpuestimator.manifest import Manifest, read_manifest_file
 
 WRITTEN = {"version": 1, "format": "features", "label": "y", "label_offset": 0,
            "features": {"x": {"dtype": "float32", "shape": [2]}, "y": {"dtype": "int64", "shape": []}},

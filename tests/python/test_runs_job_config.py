@@ -12,20 +12,20 @@ from tpuestimator.runs import run_info
 
 def test_a_loaded_config_with_overrides_keeps_its_source_and_reads_its_manifest_once(tmp_path, fixtures_dir,
                                                                                      monkeypatch):
+    from tpuestimator import manifest
     from tpuestimator.config import load_config
-    from tpuestimator.data import spec
     from tpuestimator.jobs.job import run_job
 
     folder = tmp_path / "parity"  # a manifest path no earlier test read in this process
     shutil.copytree(fixtures_dir / "parity", folder)
     reads: list[str] = []
-    read = spec.read_manifest_file
+    read = manifest.read_manifest_file
 
     def counted(path):
         reads.append(path)
         return read(path)
 
-    monkeypatch.setattr(spec, "read_manifest_file", counted)
+    monkeypatch.setattr(manifest, "read_manifest_file", counted)
     cfg = load_config(folder / "parity.yaml", ["run.seed=2"])
     result = run_job(cfg, overrides=["train.max_steps=10", "eval.every_n_steps=10"], model_dir=str(tmp_path / "m"),
                      runs_dir=str(tmp_path / "runs"))
@@ -53,13 +53,14 @@ def test_a_manifest_is_read_again_when_it_changes(tmp_path, fixtures_dir, monkey
     import json
     import os
 
+    from tpuestimator import manifest as manifests
     from tpuestimator.data import spec
 
     folder = tmp_path / "parity"
     shutil.copytree(fixtures_dir / "parity", folder)
     reads: list[str] = []
-    read = spec.read_manifest_file
-    monkeypatch.setattr(spec, "read_manifest_file", lambda path: reads.append(path) or read(path))
+    read = manifests.read_manifest_file
+    monkeypatch.setattr(manifests, "read_manifest_file", lambda path: reads.append(path) or read(path))
     section = {"manifest": str(folder)}
     assert spec.resolve_section(section).manifest_num_classes == 3
     assert spec.resolve_section(section).manifest_num_classes == 3 and len(reads) == 1

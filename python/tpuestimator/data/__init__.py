@@ -31,7 +31,7 @@ _EXPORTS = {
     "num_classes": "spec",
     "vocabulary": "spec",
     "resolve_section": "spec",
-    "Manifest": "manifest_types",
+    "Manifest": "spec",
     "load_manifest": "spec",
     "translate_errors": "diagnose",
     "check_labels": "labels",

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from tpuestimator.config import DEFAULTS
-from tpuestimator.data.manifest_types import Manifest
 from tpuestimator.data.spec_types import (  # noqa: F401  (imported from here)
     Assertion,
     Augment,
@@ -25,6 +23,14 @@ from tpuestimator.data.spec_types import (  # noqa: F401  (imported from here)
     RecordFeature,
 )
 from tpuestimator.errors import DataError
+from tpuestimator.manifest import (  # noqa: F401  (imported from here)
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    Manifest,
+    load_manifest,
+    manifest_path,
+    read_manifest_file,
+)
 from tpuestimator.models.column_spec import ColumnSpec, parse_columns
 
 FORMATS = ("mnist", "flowers", "features")
@@ -36,65 +42,8 @@ FLOWERS_IMAGE_KEY = "image/encoded"
 FLOWERS_LABEL_KEY = "image/class/label"
 FLOWERS_TEXT_KEY = "image/class/text"
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_VERSION = 1
-
 # The data section's defaults: the schema's (`tpuestimator.config.DEFAULTS`).
 _SECTION_DEFAULTS: dict[str, Any] = DEFAULTS["data"]
-
-
-# Manifests read in this process, by path: (modification time, size) when read, the parsed file.
-# A job resolves its data section several times (preflight, params, each input, exports): the
-# file is read once, and again only when it changed.
-_MANIFESTS: dict[str, tuple[tuple[int, int], Manifest]] = {}
-_MANIFESTS_KEPT = 32
-
-
-def load_manifest(path: str) -> Manifest:
-    """Reads a manifest.json written by `tpuestimator.data.writers` (or a folder holding one);
-    read once per process while its modification time and size stay the same.
-
-    Raises:
-      DataError: when the file is missing or not a manifest.
-    """
-    import tensorflow as tf  # gfile reads gs:// too
-
-    path = manifest_path(path)
-    if not tf.io.gfile.exists(path):
-        raise DataError(f"data.manifest: {path!r} does not exist. Point data.manifest at the "
-                        f"{MANIFEST_NAME} that `tpuestimator data write` wrote beside the shards.", path=path)
-    stat = tf.io.gfile.stat(path)
-    stamp = (int(stat.mtime_nsec), int(stat.length))
-    cached = _MANIFESTS.get(path)
-    if cached is None or cached[0] != stamp:
-        cached = _MANIFESTS[path] = (stamp, read_manifest_file(path))
-        while len(_MANIFESTS) > _MANIFESTS_KEPT:
-            _MANIFESTS.pop(next(iter(_MANIFESTS)))
-    return cached[1]  # frozen: shared by the job's resolutions
-
-
-def read_manifest_file(path: str) -> Manifest:
-    """The manifest file at `path`, parsed and checked (`load_manifest` reads through this, once).
-
-    Raises:
-      DataError: when it is not valid JSON or not a manifest.
-    """
-    import tensorflow as tf
-
-    try:
-        with tf.io.gfile.GFile(path, "r") as fh:
-            manifest = json.loads(fh.read())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"data.manifest: {path!r} is not valid JSON ({exc}). Rewrite it with "
-                        "`tpuestimator data write`.", path=path) from None
-    return Manifest.from_dict(manifest, path=path)
-
-
-def manifest_path(path: str) -> str:
-    """The manifest file `data.manifest` names: the path itself, or the manifest.json in a folder."""
-    import tensorflow as tf  # gfile reads gs:// too
-
-    return os.path.join(path, MANIFEST_NAME) if tf.io.gfile.isdir(path) else path
 
 
 def image_spec(data_section: Mapping[str, Any]) -> ImageSpec:
