@@ -42,6 +42,13 @@ tpu_config <- function(file_or_list, ..., base_dir = NULL) {
     return(load_tpu_config(source$source, c(source$overrides, overrides),
                            base_dir = base_dir %||% source$base_dir))
   }
+  input <- config_input(file_or_list)
+  load_tpu_config(input$source, overrides, base_dir = base_dir)
+}
+
+# A config file or list as given, checked as an R argument and not loaded: `tpu_config()` loads it,
+# `tpu_train()` hands it to Python, which loads and validates it once for the job.
+config_input <- function(file_or_list) {
   if (is.character(file_or_list)) {
     path <- as_string(file_or_list, "file_or_list")
     if (!file.exists(path)) {
@@ -49,13 +56,13 @@ tpu_config <- function(file_or_list, ..., base_dir = NULL) {
            path, "\" (no such file; check the path or the working directory ", getwd(), ").",
            call. = FALSE)
     }
-    return(load_tpu_config(normalizePath(path), overrides, base_dir = base_dir))
+    return(list(source = normalizePath(path), is_file = TRUE))
   }
   if (is.list(file_or_list)) {
     if (length(file_or_list) && is.null(names(file_or_list))) {
       arg_error("file_or_list", file_or_list, "a named list of sections (model, data, train, ...)")
     }
-    return(load_tpu_config(file_or_list, overrides, base_dir = base_dir))
+    return(list(source = file_or_list, is_file = FALSE))
   }
   arg_error("file_or_list", file_or_list, "a path to a YAML/JSON file, a named list or a tpu_config")
 }
@@ -126,7 +133,9 @@ resolve_config <- function(config, overrides = character()) {
   if (inherits(config, "tpu_config")) {
     src <- config_source(config)
   } else if (is.character(config) || is.list(config)) {
-    src <- config_source(tpu_config(config))
+    input <- config_input(config)  # not loaded here: Python loads it once, with the overrides
+    src <- list(source = if (input$is_file) input$source else drop_nulls(input$source), overrides = character(),
+                base_dir = NULL, is_file = input$is_file)
   } else {
     arg_error("cfg", config, "a tpu_config, a path to a YAML/JSON file or a named list")
   }

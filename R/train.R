@@ -243,10 +243,10 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
     if (!is.null(progress)) arg_error("progress", progress, "NULL with `cluster` (the tasks' logs stream instead)")
   }
   src <- resolve_config(cfg, overrides)
-  src <- apply_flags(src, flags)
 
   quiet_python_console()  # defined in console.R
   if (!is.null(cluster)) {
+    src <- apply_flags(src, flags)
     args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export, resume = resume,
                    verbose = verbose), cluster)
     if (!is.null(model_dir)) args$model_dir <- model_dir
@@ -257,6 +257,7 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
   }
   args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export),
             job_callbacks(model_fn, hooks, progress, verbose))
+  if (!is.null(flags)) args$flags_json <- r_to_json(flags)  # mapped where the config is loaded, once
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
   if (resume) args$resume <- TRUE
@@ -302,7 +303,8 @@ as_flag_list <- function(flags) {
   lapply(unclass(flags), function(v) if (is.factor(v)) as.character(v) else v)
 }
 
-# The configuration with `flags` applied after its overrides (runs/flags.py maps the names).
+# The configuration with `flags` applied after its overrides (config_flags.py maps the names):
+# a cluster's tasks each load the config with them.
 apply_flags <- function(src, flags) {
   if (is.null(flags)) return(src)
   sets <- with_python(py_bridge()$flag_overrides(src$py_source, as.list(src$overrides), r_to_json(flags),

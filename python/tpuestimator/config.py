@@ -140,7 +140,7 @@ class JobConfig:
 
 
 def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = (),
-                *, base_dir: str | None = None) -> JobConfig:
+                *, base_dir: str | None = None, flags: Mapping[str, Any] | None = None) -> JobConfig:
     """Loads, overrides, fills and validates a configuration.
 
     Args:
@@ -149,6 +149,9 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
         ``[1, 2]``, ``null``).
       base_dir: folder that relative data paths are resolved against; default the config
         file's folder, or the working directory for a dict.
+      flags: a run's flags (R's `tpu_train(flags=)`, tfruns's `flags()`): names of fields or short
+        names (`config_flags`), mapped on the config as read and applied after `overrides`, as
+        their `--set` strings (kept in `overrides`); the config is validated once, with them.
 
     Returns:
       A `JobConfig`.
@@ -178,6 +181,13 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
     for item in overrides:
         _apply_override(raw, item)
     raw.setdefault("name", "job")
+    if flags:
+        from tpuestimator.config_flags import flag_overrides
+
+        sets = tuple(flag_overrides(_deep_merge(copy.deepcopy(DEFAULTS), raw), flags))
+        for item in sets:
+            _apply_override(raw, item)
+        overrides += sets
     _resolve_paths(raw, base)
     return _finish(raw, src_name, overrides, base_dir=base)
 

@@ -202,7 +202,7 @@ CONFIG_MODULES = {PACKAGE / "config.py", PACKAGE / "config_rules.py"}
 # The layers, bottom up, by package (docs/ARCHITECTURE.md): a module imports only from its own
 # layer or those below it. Each sub-package's docstring says the same in words.
 LAYERS = (
-    ("errors", "config", "config_rules", "config_sections", "config_views", "manifest", "schema", "spec", "models",
+    ("errors", "config", "config_rules", "config_sections", "config_views", "config_flags", "manifest", "schema", "spec", "models",
      "system"),  # contracts: what every layer shares
     ("core",),  # the Estimator, its loops and state
     ("data", "examples"),  # input pipelines, writers, the bundled examples
@@ -446,7 +446,7 @@ def test_a_command_module_that_cannot_be_imported_fails_the_parser(monkeypatch):
 
 # Where a data section (a dict: a user's, an export's metadata) is parsed into the typed
 # `data.spec.DataSpec`: the one function that reads it by key.
-SECTION_PARSERS = {("data/spec.py", "resolve_section")}
+SECTION_PARSERS = {("data/spec.py", "_resolve")}  # behind `resolve_section`, which keeps its result
 # The schema's defaults, read by name where a typed field declares its default.
 DEFAULT_TABLES = {"DEFAULTS", "_SECTION_DEFAULTS", "_SCHEMA_DEFAULTS"}
 

@@ -1,11 +1,11 @@
-"""runs/flags.py: a run's flags (tfruns's flags(), R's tpu_train(flags=)) as config overrides."""
+"""config_flags.py: a run's flags (tfruns's flags(), R's tpu_train(flags=)) as config overrides."""
 from __future__ import annotations
 
 import pytest
 
 from tpuestimator.config import load_config
 from tpuestimator.errors import ConfigError
-from tpuestimator.runs.flags import flag_field, flag_overrides
+from tpuestimator.config_flags import flag_field, flag_overrides
 
 
 def _cfg(fixtures_dir):

@@ -17,7 +17,7 @@ r_function_tags <- c(
   as_file_patterns = "coercion", as_nullable_data_pattern = "coercion", as_flag_list = "coercion",
   as_cluster = "coercion", as_run_dir = "coercion", abs_path_or_null = "coercion", absolute_path = "coercion",
   scalar_or_null = "coercion", drop_nulls = "coercion", override_value = "coercion",
-  overrides_from_dots = "coercion", config_source = "coercion", is_table_file = "coercion",
+  overrides_from_dots = "coercion", config_source = "coercion", config_input = "coercion", is_table_file = "coercion",
   fit_feature_shape = "coercion", example_dims = "coercion",
   # conversion
   null_to_na = "conversion", r_to_json = "conversion", as_history_df = "conversion", rbind_fill = "conversion",

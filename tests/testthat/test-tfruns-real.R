@@ -69,3 +69,24 @@ test_that("a flag that names no configuration field stops tpu_train() with the f
   expect_false(dir.exists(file.path(work, "runs")))  # nothing trained or recorded
   expect_error(tpu_train(fixture_path("parity", "parity.yaml"), flags = list(1, 2)), "`flags`")
 })
+
+test_that("tpu_train(path, flags =) validates the config once and resolves its data section once", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  work <- local_work_dir()
+  # the core's own validator and resolver wrapped to count their calls (nothing of TensorFlow's)
+  reticulate::py_run_string(paste(
+    "import collections, tpuestimator.config as _cfg, tpuestimator.data.spec as _spec",
+    "_counts, _validate, _resolve = collections.Counter(), _cfg.validate, _spec._resolve",
+    "def _counted_validate(*a, **k):\n    _counts['validate'] += 1\n    return _validate(*a, **k)",
+    "def _counted_resolve(section):\n    _counts['resolve'] += 1\n    return _resolve(section)",
+    "_cfg.validate, _spec._resolve = _counted_validate, _counted_resolve", sep = "\n"))
+  on.exit(reticulate::py_run_string("_cfg.validate, _spec._resolve = _validate, _resolve"), add = TRUE)
+  run <- tpu_train(fixture_path("parity", "parity.yaml"), flags = list(max_steps = 10L, learning_rate = 0.2),
+                   eval.every_n_steps = 10L, model_dir = file.path(work, "m"), runs_dir = file.path(work, "runs"),
+                   verbose = FALSE)
+  counts <- reticulate::py_eval("dict(_counts)")
+  expect_equal(counts[order(names(counts))], list(resolve = 1L, validate = 1L))
+  expect_equal(run$global_step, 10L)
+  expect_equal(run$config$params$learning_rate, 0.2)
+})

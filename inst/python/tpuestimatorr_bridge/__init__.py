@@ -202,11 +202,14 @@ def job_result_dict(result: Any) -> dict:
 
 
 @r_interruptible
-def run_job(config: Any, overrides: Sequence[str] = (), **kwargs: Any) -> Any:
-    """`tpu_train()`: `tpuestimator.run_job` with R's interrupts held (`interrupts.py`)."""
-    from tpuestimator import run_job as _run_job
+def run_job(config: Any, overrides: Sequence[str] = (), flags_json: str | None = None, **kwargs: Any) -> Any:
+    """`tpu_train()`: `tpuestimator.run_job` with R's interrupts held (`interrupts.py`). The config
+    (a file, or an R list as JSON) is loaded here once with its overrides and `flags` (the JSON text
+    of an R list, mapped by `tpuestimator.config_flags`): validated once per job."""
+    from tpuestimator import load_config, run_job as _run_job
 
-    return _run_job(config, overrides=overrides, **kwargs)
+    flags = json.loads(flags_json) if flags_json else None
+    return _run_job(load_config(config, list(overrides), flags=flags), **kwargs)
 
 
 def callable_hook(fn, name: str):
@@ -361,9 +364,9 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
 
 def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_dir: str | None = None) -> list[str]:
     """`tpu_train(flags = )`: the flags (JSON text of an R list) as ``key=value`` overrides of
-    the config (`tpuestimator.runs.flags`); a flag naming no field raises a ConfigError."""
+    the config (`tpuestimator.config_flags`); a flag naming no field raises a ConfigError."""
     from tpuestimator.config import load_config
-    from tpuestimator.runs.flags import flag_overrides as _flag_overrides
+    from tpuestimator.config_flags import flag_overrides as _flag_overrides
 
     cfg = load_config(config, list(overrides), base_dir=base_dir)
     return _flag_overrides(cfg, json.loads(flags_json))

@@ -35,6 +35,9 @@ from tpuestimator.models.column_spec import ColumnSpec, parse_columns
 
 FORMATS = ("mnist", "flowers", "features")
 
+# The attribute of a config's `data` view (`cfg.data`) that keeps what it resolved into.
+RESOLVED = "_resolved_spec"
+
 # Record keys of the MNIST TFRecord format and of TPUEstimator's flowers example.
 MNIST_IMAGE_KEY = "image_raw"
 MNIST_LABEL_KEY = "label"
@@ -70,13 +73,26 @@ def resolve_section(data_section: Mapping[str, Any] | Any) -> DataSpec:
 
     Args:
       data_section: the config's `data` view (`cfg.data`), a dict (a user's, an export's
-        metadata) or a `DataSpec`, which is returned as it is (resolved once).
+        metadata) or a `DataSpec`, which is returned as it is. The view is resolved once: the
+        `DataSpec` is kept with it (`RESOLVED`), and a `JobConfig` makes its views once, so a job
+        resolves its data section once however many of its parts ask (preflight, the model's
+        params, each input, the exports, the hooks); a changed config is a new `JobConfig`.
 
     Raises:
       DataError: for a section that names no format, or lacks what its format needs.
     """
     if isinstance(data_section, DataSpec):
         return data_section
+    kept = getattr(data_section, RESOLVED, None)  # the config's view, resolved once per job
+    if kept is not None:
+        return kept
+    spec = _resolve(data_section)
+    if dataclasses.is_dataclass(data_section):
+        object.__setattr__(data_section, RESOLVED, spec)  # kept with the (frozen) view, not one of its fields
+    return spec
+
+
+def _resolve(data_section: Mapping[str, Any] | Any) -> DataSpec:
     section = _section_dict(data_section)
     for key, value in _SECTION_DEFAULTS.items():
         section.setdefault(key, copy.deepcopy(value))

@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tpuestimator.runs.flags import flag_overrides
+from tpuestimator.config_flags import flag_overrides
 from tpuestimator.runs.naming import format_run_name
 from tpuestimator.system.io import atomic_write_json
 
@@ -120,7 +120,7 @@ def tuning_run(config: Any, flags: Mapping[str, Any], *, sample: float | None = 
     Args:
       config: a YAML/JSON path, a dict or a `JobConfig` (as `run_job`).
       flags: {flag: values}, e.g. ``{"params.learning_rate": [1e-3, 3e-3]}``; a flag is a
-        dotted config field or a short name (``learning_rate``), as `runs.flags` reads them.
+        dotted config field or a short name (``learning_rate``), as `config_flags` reads them.
         A flag that names no field is an error before anything is trained.
       sample: train only this random fraction of the combinations (tfruns's ``sample``).
       overrides: ``--set`` overrides applied to every combination (before the flag values).

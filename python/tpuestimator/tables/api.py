@@ -41,7 +41,7 @@ def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str
     """
     from tpuestimator.config import load_config
     from tpuestimator.models.canned import PARAM_DEFAULTS
-    from tpuestimator.runs.flags import flag_overrides
+    from tpuestimator.config_flags import flag_overrides
 
     with_defaults = dict(cfg)
     with_defaults["params"] = {**PARAM_DEFAULTS.get(model, {}), **dict(cfg.get("params") or {})}
@@ -81,7 +81,7 @@ def train_table(source: Any, *, label: str, out_dir: str | os.PathLike, model: s
         `run.runs_dir`, else ``runs`` of the working folder (where `ls_runs` and tfruns look).
       model_dir: default `out_dir/model`.
       flags: a run's flags (tfruns's FLAGS from R) applied after the overrides, named as
-        `tpuestimator.runs.flags` maps them; see `table_flag_overrides`.
+        `tpuestimator.config_flags` maps them; see `table_flag_overrides`.
       early_stopping: True (default): an evaluation on the held-out split every
         `train.max_steps / 10` steps or every epoch, whichever is sooner; training stops when the held-out loss has not improved
         for 5 of them, and the best evaluation's weights are the ones evaluated and exported

@@ -1,4 +1,6 @@
-"""A run's flags as configuration overrides (tfruns's ``flags()`` from R, ``tpu_train(flags=)``).
+"""A run's flags as configuration overrides (tfruns's ``flags()`` from R, ``tpu_train(flags=)``, a tuning's
+grid), mapped on the config as loaded, before it is validated: `config.load_config(flags=)` applies them
+with the `--set` overrides, so a job with flags is validated once.
 
 A flag names a configuration field in one of two ways:
 
@@ -18,8 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tpuestimator.config import JobConfig, check_field, schema
 from tpuestimator.errors import ConfigError
+from tpuestimator.schema.config_schema import schema
 from tpuestimator.schema.fields import unknown_field
 
 # Where a short name (no dot) is looked up, in order; "" is the top level.
@@ -47,9 +49,15 @@ def _fields(node: Any, prefix: str) -> list[str]:
     return out
 
 
-def flag_field(cfg: JobConfig, name: str) -> str | None:
-    """The dotted field a flag named `name` sets in `cfg`, or None when it names none."""
-    raw = cfg.raw
+def _raw(cfg: Any) -> Mapping[str, Any]:
+    """A config's fields: a `JobConfig`'s `raw`, or a config dict with the schema's defaults filled in."""
+    return cfg.raw if hasattr(cfg, "raw") else cfg
+
+
+def flag_field(cfg: Any, name: str) -> str | None:
+    """The dotted field a flag named `name` sets in `cfg` (a `JobConfig` or a filled config dict),
+    or None when it names none."""
+    raw = _raw(cfg)
     if "." in name:
         return name if unknown_field(schema(), name, origin="flag") is None else None
     for section in SHORT_NAME_SECTIONS:
@@ -59,9 +67,9 @@ def flag_field(cfg: JobConfig, name: str) -> str | None:
     return None
 
 
-def _flag_help(cfg: JobConfig) -> str:
+def _flag_help(cfg: Any) -> str:
     """What a flag may be named: the short names' fields, then a pointer to the rest."""
-    raw = cfg.raw
+    raw = _raw(cfg)
     top = [k for k, v in raw.items() if not isinstance(v, Mapping)]
     fields = top + [f for section in SHORT_NAME_SECTIONS[1:] for f in _fields(raw.get(section) or {}, section)]
     listed = ""
@@ -75,7 +83,7 @@ def _flag_help(cfg: JobConfig) -> str:
             + ". Leave out of `flags` the flags your script uses for itself")
 
 
-def flag_overrides(cfg: JobConfig, flags: Mapping[str, Any]) -> list[str]:
+def flag_overrides(cfg: Any, flags: Mapping[str, Any]) -> list[str]:
     """``key=value`` overrides (as ``load_config(overrides=)`` takes them) for `flags`.
 
     Raises:
@@ -85,7 +93,9 @@ def flag_overrides(cfg: JobConfig, flags: Mapping[str, Any]) -> list[str]:
     unknown: dict[str, Any] = {}
     for name, value in dict(flags).items():
         if "." in str(name):  # a dotted field: the schema's own error, with its suggestions
-            check_field(str(name), origin="flag")
+            error = unknown_field(schema(), str(name), origin="flag")
+            if error is not None:
+                raise error
         field = flag_field(cfg, str(name))
         if field is None:
             unknown[str(name)] = value
