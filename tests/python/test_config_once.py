@@ -67,3 +67,22 @@ def test_a_cli_job_validates_once_and_resolves_its_data_once(parity, counted, tm
                  "--model-dir", str(tmp_path / "m"), "--runs-dir", str(tmp_path / "runs")])
     assert code == 0 and "trained to global step 10" in capsys.readouterr().out
     assert dict(counted) == {"validate": 1, "resolve": 1}
+
+
+def test_a_run_config_from_a_loaded_config_is_not_checked_again_one_made_by_hand_is_by_the_schema(parity, counted):
+    from tpuestimator.config import load_config
+    from tpuestimator.core.run_config import RunConfig
+    from tpuestimator.errors import ConfigError
+
+    cfg = load_config(parity)
+    counted.clear()
+    run_config = RunConfig.from_job(cfg, model_dir="m")
+    assert counted["validate"] == 0 and (run_config.train_batch_size, run_config.iterations_per_loop) == (16, 10)
+    with pytest.raises(ConfigError, match=r"train\.batch_size.*>= 1"):
+        RunConfig(model_dir="m", train_batch_size=0)
+    with pytest.raises(ConfigError, match=r"run\.precision.*mixed_bfloat16"):
+        RunConfig(model_dir="m", precision="float16")
+    with pytest.raises(ConfigError, match=r"run\.ps_partition\.max_shards"):
+        RunConfig(model_dir="m", ps_partition={"max_shards": 0})
+    assert RunConfig(model_dir="m", save_checkpoints_steps=None).save_checkpoints_steps is None  # None: not set
+    assert RunConfig(model_dir="m", ps_partition={"max_shards": 2}).ps_partition.max_shards == 2

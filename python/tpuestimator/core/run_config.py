@@ -2,7 +2,10 @@
 
 Its defaults are the config file's defaults (`tpuestimator.config.DEFAULTS`, the one source
 of defaults, which `config.schema.json` validates): each field names its config key in its
-metadata, so `RunConfig.from_job` is derived from the fields, never a hand-kept mapping.
+metadata, so `RunConfig.from_job` is derived from the fields, never a hand-kept mapping, and
+its rules are the schema's: a `RunConfig` from a job's config is not checked again (the config
+was validated when it was loaded); one a library user makes is checked by the schema's rules for
+the config keys its fields name.
 """
 from __future__ import annotations
 
@@ -44,21 +47,31 @@ class RunConfig:
     ps_steps_per_invocation: int = _from_config("run.ps_steps_per_invocation")
     ps_partition: PsPartition | None = _from_config("run.ps_partition")
 
-    def __post_init__(self):
-        # a dict (a library user's) parsed once into the typed view the config gives
-        object.__setattr__(self, "ps_partition", parse_view(PsPartition, self.ps_partition, "run.ps_partition"))
-        for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "iterations_per_loop",
-                     "keep_checkpoint_max", "ps_steps_per_invocation"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(name, value, "a positive integer")
-        if self.save_checkpoints_steps is not None and (
-                not isinstance(self.save_checkpoints_steps, int) or self.save_checkpoints_steps < 1):
-            raise ConfigError("save_checkpoints_steps", self.save_checkpoints_steps, "a positive integer or None")
-        if self.precision not in ("float32", "mixed_bfloat16", "mixed_float16"):
-            raise ConfigError("precision", self.precision, "one of 'float32', 'mixed_bfloat16', 'mixed_float16'")
+    # True when the values come from a validated `JobConfig` (`from_job`): the schema checked them.
+    checked: dataclasses.InitVar[bool] = False
+
+    def __post_init__(self, checked: bool):
         if not self.model_dir:
             raise ConfigError("model_dir", self.model_dir, "a folder for checkpoints")
+        if not checked:  # a library user's values: checked by the schema's rules for their config keys
+            self._check_against_schema()
+        # a dict (a library user's) parsed once into the typed view the config gives
+        object.__setattr__(self, "ps_partition", parse_view(PsPartition, self.ps_partition, "run.ps_partition"))
+
+    def _check_against_schema(self) -> None:
+        """The fields that are set, validated as the config keys they name (one set of rules: the
+        schema's); None is a library user's "not set" (e.g. no periodic checkpoints)."""
+        from tpuestimator.config import validate
+
+        sections: dict[str, dict] = {}
+        for field in dataclasses.fields(self):
+            key, value = field.metadata.get("config"), getattr(self, field.name)
+            if key and value is not None:
+                if isinstance(value, PsPartition):
+                    value = {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+                section, name = key.split(".")
+                sections.setdefault(section, {})[name] = value
+        validate(sections, partial=True)
 
     @classmethod
     def from_job(cls, job, model_dir: str | None = None) -> RunConfig:
@@ -69,4 +82,4 @@ class RunConfig:
             if key:
                 section, name = key.split(".")
                 values[field.name] = getattr(getattr(job, section), name)
-        return cls(model_dir=model_dir or job.model_dir, **values)
+        return cls(model_dir=model_dir or job.model_dir, checked=True, **values)  # validated when loaded
