@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tpuestimator.config import load_config
-from tpuestimator.errors import ConfigError
 from tpuestimator.config_flags import flag_field, flag_overrides
+from tpuestimator.errors import ConfigError
 
 
 def _cfg(fixtures_dir):

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from tpuestimator.commands.tune import parse_grid
+from tpuestimator.config_flags import override_text
 from tpuestimator.jobs.tune import flag_grid, sample_grid
 from tpuestimator.runs import check_run_dir, ls_runs
-from tpuestimator.config_flags import override_text
 
 
 def test_grid_order_sampling_and_parsing():

@@ -206,7 +206,8 @@ def run_job(config: Any, overrides: Sequence[str] = (), flags_json: str | None =
     """`tpu_train()`: `tpuestimator.run_job` with R's interrupts held (`interrupts.py`). The config
     (a file, or an R list as JSON) is loaded here once with its overrides and `flags` (the JSON text
     of an R list, mapped by `tpuestimator.config_flags`): validated once per job."""
-    from tpuestimator import load_config, run_job as _run_job
+    from tpuestimator import load_config
+    from tpuestimator import run_job as _run_job
 
     flags = json.loads(flags_json) if flags_json else None
     return _run_job(load_config(config, list(overrides), flags=flags), **kwargs)

@@ -40,8 +40,8 @@ def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str
     does for a config that names it.
     """
     from tpuestimator.config import load_config
-    from tpuestimator.models.canned import PARAM_DEFAULTS
     from tpuestimator.config_flags import flag_overrides
+    from tpuestimator.models.canned import PARAM_DEFAULTS
 
     with_defaults = dict(cfg)
     with_defaults["params"] = {**PARAM_DEFAULTS.get(model, {}), **dict(cfg.get("params") or {})}
