@@ -1,4 +1,4 @@
-# tpu_ls_runs() and friends read tfruns-format folders in R: no Python needed.
+# tpu_ls_runs() and friends read tfruns-format folders (through the Python core, which R converts).
 
 test_that("ls_runs() returns tfruns's columns, latest first", {
   runs <- tempfile("runs-")
