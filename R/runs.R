@@ -39,8 +39,10 @@ default_runs_dir <- function() {
 #'   there are none).
 #' @seealso [tpu_latest_run()], [tpu_run_info()], [tpu_view_run()], [tpu_compare_runs()]
 #' @examples
-#' runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
-#' nrow(runs)
+#' if (tpuestimator_available()) {
+#'   runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
+#'   nrow(runs)
+#' }
 #' \dontrun{
 #' tpu_ls_runs(latest_n = 5)
 #' tpu_ls_runs(order = "eval_accuracy", subset = completed)
@@ -202,7 +204,9 @@ parse_time_prop <- function(x) {
 #' @inheritParams tpu_ls_runs
 #' @return A `tpu_run` (see [tpu_run_info()]), or `NULL` when there are no runs.
 #' @examples
-#' tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' if (tpuestimator_available()) {
+#'   tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' }
 #' @export
 tpu_latest_run <- function(runs_dir = default_runs_dir()) {
   runs_dir <- as_string(runs_dir, "runs_dir")
@@ -227,7 +231,7 @@ as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
     return(run$run_dir[[1]])
   }
   if (is.character(run) && length(run) == 1L) {
-    if (!dir.exists(file.path(run, "tfruns.d"))) {
+    if (!isTRUE(reticulate::py_to_r(py_bridge()$is_run_dir(path.expand(run))))) {
       stop("`", name, "` is not a run folder (no tfruns.d/ inside). Received: ", name, " = \"", run,
            "\". See tpu_ls_runs().", call. = FALSE)
     }

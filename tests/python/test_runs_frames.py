@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tpuestimator.runs.frames import (default_runs_dir, latest_run_dir, run_summary, run_target, runs_columns)
+from tpuestimator.runs.frames import default_runs_dir, latest_run_dir, run_summary, run_target, runs_columns
 from tpuestimator.serving.prediction_files import example_prediction_columns
 
 NEWEST_FIRST = ["2026-11-29T10-05-00Z", "2026-11-29T10-04-00Z", "2026-11-29T10-03-00Z",

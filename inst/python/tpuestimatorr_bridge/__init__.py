@@ -22,8 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .interrupts import r_interruptible
-from .runs import (default_runs_dir, example_prediction_columns, latest_run_dir, run_summary, run_target,
-                   runs_columns)
+from .runs import (
+    default_runs_dir,
+    example_prediction_columns,
+    is_run_dir,
+    latest_run_dir,
+    run_summary,
+    run_target,
+    runs_columns,
+)
 
 __all__ = [
     "array_from_r",
@@ -43,6 +50,7 @@ __all__ = [
     "export_model",
     "from_json",
     "is_export_dir",
+    "is_run_dir",
     "job_result_dict",
     "latest_run_dir",
     "predict",

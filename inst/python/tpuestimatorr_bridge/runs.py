@@ -26,6 +26,13 @@ def runs_columns(runs_dir: str, latest_n: int | None = None) -> dict:
     return _runs_columns(runs_dir, None if latest_n is None else int(latest_n))
 
 
+def is_run_dir(path: str) -> bool:
+    """Whether `path` is a run folder (`tpuestimator.runs.naming.is_run_dir`: it holds tfruns.d/)."""
+    from tpuestimator.runs.naming import is_run_dir as _is_run_dir
+
+    return _is_run_dir(path)
+
+
 def run_summary(run_dir: str) -> dict | None:
     """One run as R's `tpu_run` holds it, None when `run_dir` is not a run folder."""
     from tpuestimator.runs.frames import run_summary as _run_summary
