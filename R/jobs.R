@@ -1,22 +1,22 @@
 # Wrappers of the job-level Python API: evaluate, predict, export, check, data, examples.
 
-# A run (tpu_run, tpu_ls_runs() row, run folder or model folder) -> path for Python.
+# A run (tpu_run, tpu_ls_runs() row, run folder or model folder) -> path for Python: which of
+# a run's folders a job reads is the core's answer (tpuestimator.runs.frames.run_target).
 run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "export_dir")) {
   prefer <- match.arg(prefer)
-  if (inherits(run, "tpu_run")) {
-    order <- unique(c(prefer, "model_dir", "run_dir", "export_dir"))
-    for (field in order) {
-      value <- run[[field]]
-      if (is.character(value) && length(value) == 1L && !is.na(value) && nzchar(value)) return(value)
-    }
-    arg_error(name, run$run_dir, "a run with a model_dir or run_dir")
-  }
   if (inherits(run, "tpu_estimator")) {
     return(run$model_dir %||% arg_error(name, "tpu_estimator", "an estimator that has been trained"))
   }
   if (is.data.frame(run)) {
     if (nrow(run) < 1L || is.null(run$run_dir)) arg_error(name, run, "a row of tpu_ls_runs()")
-    return(run_target(tpu_run_info(run$run_dir[[1]]), name, prefer))
+    run <- tpu_run_info(run$run_dir[[1]])
+  }
+  if (inherits(run, "tpu_run")) {
+    fields <- lapply(run[c("model_dir", "run_dir", "export_dir")], function(v) {
+      if (is.character(v) && length(v) == 1L && !is.na(v)) v
+    })
+    target <- reticulate::py_to_r(py_bridge()$run_target(r_to_py_json(fields), prefer))
+    return(target %||% arg_error(name, run$run_dir, "a run with a model_dir or run_dir"))
   }
   if (is.character(run) && length(run) == 1L && !is.na(run)) {
     path <- normalizePath(path.expand(run), mustWork = FALSE)
@@ -24,8 +24,8 @@ run_target <- function(run, name = "run", prefer = c("model_dir", "run_dir", "ex
       stop("`", name, "` must be a run, a run folder or a model folder. Received: ", name, " = \"",
            run, "\" (no such folder). See tpu_ls_runs() for the runs recorded here.", call. = FALSE)
     }
-    if (dir.exists(file.path(path, "tfruns.d"))) return(run_target(tpu_run_info(path), name, prefer))
-    return(path)
+    target <- reticulate::py_to_r(with_python(py_bridge()$run_target(path, prefer)))
+    return(target %||% arg_error(name, run, "a run with a model_dir or run_dir"))
   }
   arg_error(name, run, "a tpu_run (from tpu_train() or tpu_latest_run()), a tpu_ls_runs() row or a folder path")
 }
@@ -264,8 +264,9 @@ as_file_patterns <- function(newdata) {
 
 # {column: list} from tpuestimator.jobs.export_jobs.predict_columns -> data frame (columns kept in order).
 prediction_columns_to_df <- function(cols) {
-  df <- as.data.frame(lapply(cols, function(v) unlist(lapply(v, function(x) if (is.null(x)) NA else x))),
-                      stringsAsFactors = FALSE, optional = TRUE)
+  df <- as.data.frame(lapply(cols, function(v) {
+    unlist(lapply(v, function(x) if (is.null(x)) NA else x)) %||% logical()
+  }), stringsAsFactors = FALSE, optional = TRUE)
   for (k in intersect(c("index", "class_id"), names(df))) df[[k]] <- as.integer(df[[k]])
   if ("class" %in% names(df)) df$class <- as.character(df$class)
   df
@@ -370,45 +371,12 @@ column_to_numpy <- function(x, name) {
   arg_error(paste0("newdata$", name), x, "a numeric, integer, character, factor or list column")
 }
 
-# Python predictions (a list of per-example dicts) -> data frame.
+# Python predictions (a list of per-example dicts) -> data frame: the columns, their names
+# (class_id, class, prob_<class>, ...) and order are the core's
+# (tpuestimator.serving.prediction_files.example_prediction_columns).
 predictions_to_df <- function(res, class_names = NULL) {
-  rows <- py_to_r_json(res, simplify = FALSE)
-  if (is.list(rows) && !is.null(names(rows))) rows <- list(rows)
-  if (!length(rows)) return(data.frame(class_id = integer()))
-  keys <- unique(unlist(lapply(rows, names)))
-  cols <- list()
-  for (k in keys) {
-    vals <- lapply(rows, function(r) {
-      v <- unlist(r[[k]])
-      if (is.null(v)) NA else v
-    })
-    lens <- lengths(vals)
-    if (all(lens == 1L)) {
-      cols[[k]] <- unlist(vals)
-      next
-    }
-    width <- max(lens)
-    m <- t(vapply(vals, function(v) c(v, rep(NA, width - length(v)))[seq_len(width)], vals[[1]][rep(1L, width)]))
-    col_names <- if (length(class_names) == width && grepl("prob|logit|score", k)) {
-      paste0(if (grepl("prob", k)) "prob_" else paste0(k, "_"), class_names)
-    } else {
-      paste0(k, "_", seq_len(width) - 1L)
-    }
-    for (j in seq_len(width)) cols[[col_names[[j]]]] <- m[, j]
-  }
-  df <- as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
-  tidy_prediction_df(df, class_names)
-}
-
-tidy_prediction_df <- function(df, class_names = NULL) {
-  names(df)[names(df) %in% c("classes", "class_ids", "classid", "predicted_class")] <- "class_id"
-  names(df)[names(df) %in% c("class_name", "class_string")] <- "class"
-  if ("class_id" %in% names(df)) df$class_id <- as.integer(df$class_id)
-  if ("class_id" %in% names(df) && !"class" %in% names(df) && length(class_names)) {
-    df$class <- class_names[df$class_id + 1L]  # label ids count from 0; R vectors from 1
-  }
-  front <- intersect(c("class_id", "class"), names(df))
-  df[c(front, setdiff(names(df), front))]
+  cols <- py_bridge()$example_prediction_columns(res, as.list(class_names))
+  prediction_columns_to_df(py_to_r_json(cols, simplify = FALSE))
 }
 
 # A SavedModel folder from a run/model/export folder: the Python core's answer

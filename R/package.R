@@ -47,7 +47,6 @@
 .globals$tensorboard <- NULL
 .globals$callback_error <- NULL
 .globals$tfruns_flags <- NULL  # tfruns_active_flags(): the flags of the active tfruns run, read once
-.globals$run_columns <- NULL  # runs.R: schema/run_columns.json, read once
 .globals$module <- NULL  # the `tpuestimator` object, made at its first use
 .globals$virtualenv_checked <- FALSE
 

@@ -61,8 +61,9 @@ tpu_compare_runs <- function(runs = tpu_ls_runs(runs_dir = runs_dir, latest_n = 
     arg_error("runs", runs, "two runs: a tpu_ls_runs() data frame with two rows or two run folders")
   }
   if (length(dirs) != 2L) {
+    held <- if (length(dirs) < 2L) nrow(tpu_ls_runs(runs_dir, order = NULL))
     stop("`runs` must hold exactly two runs to compare. Received ", length(dirs), " run(s)",
-         if (length(dirs) < 2L) paste0(" (the runs folder \"", runs_dir, "\" holds ", length(list_run_dirs(runs_dir)),
+         if (length(dirs) < 2L) paste0(" (the runs folder \"", runs_dir, "\" holds ", held,
                                        "); train another run or pass two run folders") else
            "; select two rows, e.g. tpu_ls_runs()[1:2, ]", ".", call. = FALSE)
   }

@@ -1,47 +1,11 @@
-# Run records in tfruns's format, read in R with jsonlite (no Python needed).
+# Run records in tfruns's format. The reader is the Python core's (tpuestimator.runs.frames,
+# through the bridge's runs.py): R converts its columns and values and prints them (issue 33.4).
 
-default_runs_dir <- function() getOption("tfruns.runs_dir", "runs")
-
-# One reader of run records: the columns' types and order come from the same JSON file as
-# Python's `tpuestimator runs ls` (python/tpuestimator/schema/run_columns.json, installed as
-# inst/schema/run_columns.json, a link to it), so the two readers agree by construction;
-# tests/fixtures/runs/expected_columns.json is checked by both test suites (test-runs-columns.R,
-# test_runs_columns.py). Read with jsonlite: the run reader works without Python.
-run_columns <- function() {
-  cols <- .globals$run_columns
-  if (is.null(cols)) {
-    path <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
-    if (!nzchar(path)) {
-      stop("The tpuestimatorr installation lacks schema/run_columns.json: reinstall it.", call. = FALSE)
-    }
-    cols <- lapply(jsonlite::read_json(path, simplifyVector = TRUE), as.character)
-    .globals$run_columns <- cols
-  }
-  cols
-}
-run_integer_props <- function() {
-  cols <- run_columns()
-  c(cols$integer_properties, cols$integer_columns)
-}
-run_numeric_props <- function() run_columns()$double_properties
-run_front_props <- function() run_columns()$front_columns
-# tfruns R/ls_runs.R valid_steps_units / get_steps_unit(): the progress column is
-# steps_completed when the run has a `steps` property, else epochs_completed when it has
-# `epochs`, else steps_completed.
-run_progress_column <- function(props) {
-  units <- run_columns()$steps_units
-  unit <- c(intersect(units, names(props)), units[[1]])[[1]]
-  paste0(unit, "_completed")
-}
-# tfruns R/ls_runs.R run_record(): its loop over the metrics.json keys (`epoch` skipped)
-# overwrites the count at each key, so it is the non-null count of the LAST array but `epoch`.
-run_completed_rows <- function(metrics) {
-  count <- 0L
-  for (name in setdiff(names(metrics), "epoch")) {
-    values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
-    count <- sum(!is.na(values))
-  }
-  as.integer(count)
+# The runs folder: R's option `tfruns.runs_dir` (tfruns's), else the core's default.
+default_runs_dir <- function() {
+  chosen <- getOption("tfruns.runs_dir")
+  chosen <- if (is.character(chosen) && length(chosen) == 1L && !is.na(chosen)) chosen
+  as.character(reticulate::py_to_r(py_bridge()$default_runs_dir(chosen)))
 }
 
 #' List training runs
@@ -59,8 +23,9 @@ run_completed_rows <- function(metrics) {
 #' `status` (`completed`, `failed`, `running` or
 #' `interrupted`), and the other recorded properties by name (`global_step`,
 #' `max_steps`, `model_dir`, `resumed_from_step`, `strategy`, ...). Python's
-#' `tpuestimator runs ls --json` gives the same columns, names, types and order.
-#' Works without Python.
+#' `tpuestimator runs ls --json` gives the same columns, names, types and order:
+#' the Python core reads the runs (without starting TensorFlow) and R converts
+#' its columns.
 #'
 #' @param runs_dir The runs folder. Default: the option `tfruns.runs_dir`, else
 #'   `"runs"` (as tfruns).
@@ -74,8 +39,10 @@ run_completed_rows <- function(metrics) {
 #'   there are none).
 #' @seealso [tpu_latest_run()], [tpu_run_info()], [tpu_view_run()], [tpu_compare_runs()]
 #' @examples
-#' runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
-#' nrow(runs)
+#' if (tpuestimator_available()) {
+#'   runs <- tpu_ls_runs(runs_dir = tempfile())   # no runs yet: zero rows
+#'   nrow(runs)
+#' }
 #' \dontrun{
 #' tpu_ls_runs(latest_n = 5)
 #' tpu_ls_runs(order = "eval_accuracy", subset = completed)
@@ -85,12 +52,9 @@ tpu_ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = 
                     decreasing = TRUE, subset = NULL) {
   runs_dir <- as_string(runs_dir, "runs_dir")
   latest_n <- as_nullable_integer(latest_n, "latest_n")
-  dirs <- list_run_dirs(runs_dir)
-  if (!is.null(latest_n)) dirs <- utils::head(dirs, latest_n)
-  rows <- lapply(dirs, read_run_row)
-  df <- if (length(rows)) do.call(rbind_fill, rows) else data.frame(run_dir = character())
-  df <- type_run_columns(df)
-  df <- order_run_columns(df)
+  res <- py_to_r_json(with_python(py_bridge()$runs_columns(runs_dir, latest_n = latest_n)), simplify = FALSE)
+  relay_warnings(res$warnings)
+  df <- runs_df_from_columns(res)
   subset_expr <- substitute(subset)
   if (!is.null(subset_expr) && nrow(df)) {
     keep <- eval(subset_expr, df, parent.frame())
@@ -114,121 +78,27 @@ tpu_ls_runs <- function(runs_dir = default_runs_dir(), latest_n = NULL, order = 
   df
 }
 
-# Child folders of runs_dir holding tfruns.d/, most recent (by name) first.
-list_run_dirs <- function(runs_dir) {
-  if (!dir.exists(runs_dir)) return(character())
-  children <- list.dirs(runs_dir, full.names = TRUE, recursive = FALSE)
-  children <- children[dir.exists(file.path(children, "tfruns.d"))]
-  children[order(basename(children), decreasing = TRUE)]
+# The reader's warnings (a file skipped as unreadable) as R warnings.
+relay_warnings <- function(warnings) {
+  for (text in unlist(warnings)) warning(text, call. = FALSE)
 }
 
-read_json_file <- function(path, simplify = TRUE) {
-  if (!file.exists(path)) return(NULL)
-  tryCatch(
-    jsonlite::read_json(path, simplifyVector = simplify),
-    error = function(e) {
-      warning("Skipping unreadable run file ", path, ": ", conditionMessage(e), call. = FALSE)
-      NULL
-    }
-  )
-}
-
-read_properties <- function(meta_dir) {
-  props_dir <- file.path(meta_dir, "properties")
-  if (!dir.exists(props_dir)) return(list())
-  files <- list.files(props_dir)
-  files <- files[!startsWith(files, ".")]
-  props <- lapply(file.path(props_dir, files), function(f) {
-    paste(readLines(f, warn = FALSE, encoding = "UTF-8"), collapse = "\n")
+# {types, columns} of the core's listing -> data frame: each column the R vector of its type
+# ("character", "integer", "double", "logical", "time": POSIXct from epoch seconds), in its order.
+runs_df_from_columns <- function(res) {
+  types <- unlist(res$types)
+  if (!length(types)) return(data.frame(run_dir = character()))
+  cols <- lapply(names(types), function(name) {
+    v <- lapply(res$columns[[name]], function(x) if (is.null(x)) NA else x)
+    switch(types[[name]],
+           time = as.POSIXct(as.numeric(unlist(v)), origin = "1970-01-01", tz = "UTC"),
+           logical = as.logical(unlist(v)),
+           integer = as.integer(unlist(v)),
+           double = as.double(unlist(v)),
+           vapply(v, function(x) if (is.na(x)) NA_character_ else as.character(x), ""))
   })
-  names(props) <- files
-  props
-}
-
-read_run_row <- function(run_dir) {
-  meta_dir <- file.path(run_dir, "tfruns.d")
-  row <- list(run_dir = run_dir)
-
-  evaluation <- read_json_file(file.path(meta_dir, "evaluation.json"))
-  if (is.list(evaluation) && length(evaluation)) {
-    evaluation <- evaluation[vapply(evaluation, function(v) length(v) == 1L, logical(1))]
-    evaluation <- lapply(evaluation, function(v) if (is.numeric(v)) as.double(v) else v)
-    names(evaluation) <- paste0("eval_", names(evaluation))
-    row <- c(row, evaluation)
-  }
-
-  metrics_path <- file.path(meta_dir, "metrics.json")
-  metrics <- read_json_file(metrics_path)
-  if (is.list(metrics)) {
-    for (name in setdiff(names(metrics), "epoch")) {  # `epoch` is the x axis: tfruns skips it
-      values <- unlist(lapply(metrics[[name]], function(v) if (is.null(v)) NA else v))
-      available <- values[!is.na(values)]
-      if (length(available)) row[[paste0("metric_", name)]] <- as.double(available[[length(available)]])
-    }
-    row$metrics <- metrics_path
-  }
-
-  flags <- read_json_file(file.path(meta_dir, "flags.json"))
-  if (is.list(flags) && length(flags)) {
-    flags <- flags[vapply(flags, function(v) is.atomic(v) && length(v) == 1L, logical(1))]
-    names(flags) <- paste0("flag_", names(flags))
-    row <- c(row, flags)
-  }
-
-  props <- read_properties(meta_dir)
-  props$run_dir <- NULL
-  row <- c(row, props[setdiff(names(props), names(row))])
-  if (is.null(row$completed)) row$completed <- "FALSE"
-  row$status <- run_status(run_dir)
-
-  error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
-  if (is.list(error)) {
-    row$error_message <- as.character(error$message %||% NA_character_)
-    row$error_traceback <- paste(unlist(error$traceback), collapse = "\n")
-  }
-  source_code <- file.path(meta_dir, "source.tar.gz")
-  if (file.exists(source_code)) row$source_code <- source_code
-
-  row[[run_progress_column(props)]] <- run_completed_rows(if (is.list(metrics)) metrics else list())
-  row <- row[!vapply(row, is.null, logical(1))]
-  as.data.frame(row, stringsAsFactors = FALSE, optional = TRUE)
-}
-
-type_run_columns <- function(df) {
-  if (!nrow(df)) return(df)
-  for (col in names(df)) {
-    v <- df[[col]]
-    if (col %in% run_columns()$time_properties) {
-      df[[col]] <- as.POSIXct(suppressWarnings(as.numeric(v)), origin = "1970-01-01", tz = "UTC")
-    } else if (col %in% run_columns()$logical_properties) {
-      df[[col]] <- as.logical(toupper(as.character(v)))
-    } else if (col %in% run_integer_props()) {
-      df[[col]] <- suppressWarnings(as.integer(v))
-    } else if (col %in% run_numeric_props() || startsWith(col, "eval_") || startsWith(col, "metric_")) {
-      if (is.character(v) || is.integer(v) || (is.logical(v) && all(is.na(v)))) v <- suppressWarnings(as.double(v))
-      df[[col]] <- v
-    }
-  }
-  df
-}
-
-order_run_columns <- function(df) {
-  nms <- names(df)
-  eval_cols <- nms[startsWith(nms, "eval_")]
-  metric_cols <- nms[startsWith(nms, "metric_")]
-  flag_cols <- nms[startsWith(nms, "flag_")]
-  front <- intersect(run_front_props(), nms)
-  rest <- setdiff(nms, c("run_dir", eval_cols, metric_cols, flag_cols, front, "status"))
-  rest <- sort(rest, method = "radix")  # by code point, as Python's sorted()
-  df[c(intersect("run_dir", nms), eval_cols, metric_cols, flag_cols, front, intersect("status", nms), rest)]
-}
-
-# completed, restarted (a whole-cluster restart continued it in another run), failed
-# (error.json), interrupted, or running while its owner process lives on this host: the Python
-# core's answer (runs.reading.run_status), whose owner check also refuses a pid reused by a later
-# process (system.processes.process_alive), so both readers give a run one status.
-run_status <- function(run_dir) {
-  as.character(reticulate::py_to_r(with_python(py_bridge()$run_status(normalizePath(run_dir)))))
+  names(cols) <- names(types)
+  as.data.frame(cols, stringsAsFactors = FALSE, optional = TRUE)
 }
 
 # The type of each tpu_ls_runs() column, in the vocabulary shared with Python's column_type():
@@ -272,7 +142,8 @@ print.tpu_runs_df <- function(x, ...) {
 #'
 #' Reads a run folder into a `tpu_run` object (the same class [tpu_train()]
 #' returns), so it can be passed to [tpu_evaluate()], [tpu_predict()],
-#' [tpu_export()], [tpu_view_run()] and [tpu_tensorboard()]. Works without Python.
+#' [tpu_export()], [tpu_view_run()] and [tpu_tensorboard()]. The Python core reads
+#' the run (without starting TensorFlow).
 #'
 #' @param run_dir A run folder (or a `tpu_run`, or a row of [tpu_ls_runs()]).
 #' @return A `tpu_run`: `run_dir`, `model_dir`, `export_dir`, `metrics` (the
@@ -288,65 +159,41 @@ tpu_run_info <- function(run_dir) {
   if (inherits(run_dir, "tpu_run")) run_dir <- run_dir$run_dir
   if (is.data.frame(run_dir)) run_dir <- run_dir$run_dir[[1]]
   run_dir <- as_string(run_dir, "run_dir")
-  meta_dir <- file.path(run_dir, "tfruns.d")
-  if (!dir.exists(meta_dir)) {
+  info <- py_to_r_json(with_python(py_bridge()$run_summary(run_dir)), simplify = FALSE)
+  if (is.null(info)) {
     stop("`run_dir` is not a run folder (it has no tfruns.d/). Received: run_dir = \"", run_dir,
          "\". See tpu_ls_runs() for the runs recorded here.", call. = FALSE)
   }
-  run_dir <- normalizePath(run_dir, winslash = "/")
-  props <- read_properties(meta_dir)
-  metrics <- read_json_file(file.path(meta_dir, "metrics.json"))
-  history <- if (is.list(metrics) && length(metrics)) {
-    cols <- lapply(metrics, function(v) unlist(lapply(v, function(e) if (is.null(e)) NA else e)))
-    n <- max(lengths(cols))
-    as.data.frame(lapply(cols, function(v) c(v, rep(NA, n - length(v)))), optional = TRUE)
-  } else {
-    data.frame(step = integer())
-  }
-  config_path <- file.path(run_dir, c("config.yaml", "config.yml", "config.json"))
-  config_path <- config_path[file.exists(config_path)]
-  config <- if (length(config_path)) {
-    tryCatch(
-      if (endsWith(config_path[[1]], ".json")) jsonlite::read_json(config_path[[1]])
-      else yaml::read_yaml(config_path[[1]]),
-      error = function(e) NULL
-    )
-  }
-  resolve <- function(p) {
-    if (is.null(p) || !nzchar(p)) return(NULL)
-    if (file.exists(p)) return(normalizePath(p, winslash = "/"))
-    inside <- file.path(run_dir, p)
-    if (file.exists(inside)) return(normalizePath(inside, winslash = "/"))
-    p
-  }
-  export_dir <- resolve(props$export_dir %||% props$export)
-  if (is.null(export_dir)) {
-    exp <- file.path(run_dir, c("export", "exported_model", "savedmodel"))
-    exp <- exp[dir.exists(exp)]
-    if (length(exp)) export_dir <- normalizePath(exp[[1]], winslash = "/")
-  }
-  error <- read_json_file(file.path(meta_dir, "error.json"), simplify = FALSE)
-  global_step <- props$global_step %||% props$steps_completed
+  relay_warnings(info$warnings)
   new_tpu_run(
-    run_dir = run_dir,
-    model_dir = resolve(props$model_dir %||% config$run$model_dir),
-    export_dir = export_dir,
-    metrics = read_json_file(file.path(meta_dir, "evaluation.json"), simplify = FALSE) %||% list(),
-    history = history,
-    global_step = if (!is.null(global_step)) suppressWarnings(as.integer(global_step)),
-    config = config,
-    flags = read_json_file(file.path(meta_dir, "flags.json"), simplify = FALSE) %||% list(),
-    properties = props,
-    completed = if (!is.null(props$completed)) as.logical(toupper(props$completed)) else NA,
-    start = parse_time_prop(props$start),
-    end = parse_time_prop(props$end),
-    error = error
+    run_dir = info$run_dir,
+    model_dir = info$model_dir,
+    export_dir = info$export_dir,
+    metrics = info$evaluation %||% list(),
+    history = history_df(info$history),
+    global_step = if (!is.null(info$global_step)) as.integer(info$global_step),
+    config = info$config,
+    flags = info$flags %||% list(),
+    properties = info$properties,
+    completed = if (!is.null(info$completed)) as.logical(info$completed) else NA,
+    start = parse_time_prop(info$start),
+    end = parse_time_prop(info$end),
+    error = info$error
   )
 }
 
+# metrics.json's arrays (lists, null -> NA) -> a data frame, the shorter columns padded with NA.
+history_df <- function(metrics) {
+  if (!length(metrics)) return(data.frame(step = integer()))
+  cols <- lapply(metrics, function(v) unlist(lapply(v, function(e) if (is.null(e)) NA else e)))
+  n <- max(lengths(cols))
+  as.data.frame(lapply(cols, function(v) c(v, rep(NA, n - length(v)))), optional = TRUE)
+}
+
+# Epoch seconds -> POSIXct (NULL stays NULL).
 parse_time_prop <- function(x) {
   if (is.null(x)) return(NULL)
-  as.POSIXct(suppressWarnings(as.numeric(x)), origin = "1970-01-01", tz = "UTC")
+  as.POSIXct(as.numeric(x), origin = "1970-01-01", tz = "UTC")
 }
 
 #' The most recent run
@@ -357,13 +204,15 @@ parse_time_prop <- function(x) {
 #' @inheritParams tpu_ls_runs
 #' @return A `tpu_run` (see [tpu_run_info()]), or `NULL` when there are no runs.
 #' @examples
-#' tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' if (tpuestimator_available()) {
+#'   tpu_latest_run(runs_dir = tempfile())   # NULL: no runs there
+#' }
 #' @export
 tpu_latest_run <- function(runs_dir = default_runs_dir()) {
   runs_dir <- as_string(runs_dir, "runs_dir")
-  dirs <- list_run_dirs(runs_dir)
-  if (!length(dirs)) return(NULL)
-  tpu_run_info(dirs[[1]])
+  latest <- reticulate::py_to_r(with_python(py_bridge()$latest_run_dir(runs_dir)))
+  if (is.null(latest)) return(NULL)
+  tpu_run_info(latest)
 }
 
 # A run argument (tpu_run, tpu_ls_runs() row, path, NULL -> latest) -> run folder.
@@ -382,7 +231,7 @@ as_run_dir <- function(run, name = "run", runs_dir = default_runs_dir()) {
     return(run$run_dir[[1]])
   }
   if (is.character(run) && length(run) == 1L) {
-    if (!dir.exists(file.path(run, "tfruns.d"))) {
+    if (!isTRUE(reticulate::py_to_r(py_bridge()$is_run_dir(path.expand(run))))) {
       stop("`", name, "` is not a run folder (no tfruns.d/ inside). Received: ", name, " = \"", run,
            "\". See tpu_ls_runs().", call. = FALSE)
     }

@@ -4,10 +4,10 @@
 # listed here with what it does: `coercion` (an R argument checked and made the type the core
 # takes), `conversion` (a Python result made an R value, or an R value made JSON), `printing`
 # (print/summary methods, progress lines, opening a report), `r-side` (what only R has: formulas,
-# S3 generics, tfruns's active run, finding and configuring Python) or `rule` (a rule R still
-# repeats from the Python core, issue 33's remaining work: the run reader of R/runs.R beside
-# runs/reading.py, run/target resolution, the renaming of prediction columns). A new function
-# that calls no bridge function fails here until it is tagged; `rule` may only shrink.
+# S3 generics, tfruns's active run, finding and configuring Python). No tag says `rule`: the run
+# reader, the folder a job reads for a run, the prediction columns and the default runs folder
+# are the core's (tpuestimator.runs.frames, serving.prediction_files). A new function that calls
+# no bridge function fails here until it is tagged, and a rule has no tag to take.
 
 r_function_tags <- c(
   # coercion
@@ -15,7 +15,7 @@ r_function_tags <- c(
   as_integer_vector = "coercion", as_nullable_function = "coercion", as_nullable_integer = "coercion",
   as_nullable_path = "coercion", as_nullable_string = "coercion", as_path = "coercion", as_string = "coercion",
   as_file_patterns = "coercion", as_nullable_data_pattern = "coercion", as_flag_list = "coercion",
-  as_cluster = "coercion", as_run_dir = "coercion", abs_path_or_null = "coercion", absolute_path = "coercion",
+  as_cluster = "coercion", abs_path_or_null = "coercion", absolute_path = "coercion",
   scalar_or_null = "coercion", drop_nulls = "coercion", override_value = "coercion",
   overrides_from_dots = "coercion", config_source = "coercion", config_input = "coercion", is_table_file = "coercion",
   fit_feature_shape = "coercion", example_dims = "coercion",
@@ -23,14 +23,14 @@ r_function_tags <- c(
   null_to_na = "conversion", r_to_json = "conversion", as_history_df = "conversion", rbind_fill = "conversion",
   new_tpu_run = "conversion", numeric_metrics = "conversion", export_evaluation = "conversion",
   prediction_columns_to_df = "conversion", table_prediction_columns_to_df = "conversion",
-  as.list.tpu_config = "conversion", parse_time_prop = "conversion", type_run_columns = "conversion",
-  run_column_types = "conversion",
+  as.list.tpu_config = "conversion", parse_time_prop = "conversion", runs_df_from_columns = "conversion",
+  history_df = "conversion", run_column_types = "conversion",
   # printing
   print.summary.tpu_run = "printing", print.tpu_check_report = "printing", print.tpu_config = "printing",
   print.tpu_estimator = "printing", print.tpu_run = "printing", print.tpu_runs_df = "printing",
   print.tpuestimator_missing_module = "printing", summary.tpu_run = "printing", format_progress = "printing",
   progress_callback = "printing", open_report = "printing", default_viewer = "printing",
-  early_stopping_note = "printing",
+  early_stopping_note = "printing", relay_warnings = "printing",
   # r-side: what only R has
   table_from_formula = "r-side", eval_term = "r-side", formula_column_name = "r-side",
   apply_table_transforms = "r-side", column_spec = "r-side", tpu_feature_columns = "r-side",
@@ -44,13 +44,7 @@ r_function_tags <- c(
   find_python_source = "r-side", tpuestimator_available = "r-side", tpuestimator_extras = "r-side",
   tpuestimator_python = "r-side", example_cache_dir = "r-side", callback_condition = "r-side",
   is_python_keyboard_interrupt = "r-side", r_interrupt = "r-side", tf_logs_wanted = "r-side",
-  tensorboard_stop = "r-side", tensorboard_dirs = "r-side",
-  # rule: still R's, to move behind the bridge (issue 33.4)
-  list_run_dirs = "rule", read_properties = "rule", read_json_file = "rule", run_columns = "rule",
-  run_completed_rows = "rule", run_front_props = "rule", run_integer_props = "rule",
-  run_numeric_props = "rule", run_progress_column = "rule", order_run_columns = "rule",
-  tpu_latest_run = "rule", tpu_run_info = "rule", default_runs_dir = "rule", run_target = "rule",
-  tidy_prediction_df = "rule"
+  tensorboard_stop = "r-side"
 )
 
 # The package's functions that reach no bridge function, from their bodies (calls by name).
@@ -72,9 +66,8 @@ test_that("every R function that calls no bridge function converts, coerces or p
   found <- functions_without_bridge(ns)
   expect_identical(setdiff(found, names(r_function_tags)), character(0))  # new: tag it, or use the bridge
   expect_identical(setdiff(names(r_function_tags), found), character(0))  # gone or now bridged: untag it
-  expect_true(all(r_function_tags %in% c("coercion", "conversion", "printing", "r-side", "rule")))
-  expect_lte(sum(r_function_tags == "rule"), 15L)  # the rules R still repeats: only fewer
+  expect_true(all(r_function_tags %in% c("coercion", "conversion", "printing", "r-side")))
   # the finder sees a bridge call through another function of the package
-  expect_false("run_status" %in% found)
+  expect_false("as_run_dir" %in% found)  # through tpu_latest_run()
   expect_false("export_class_names" %in% found)
 })

@@ -84,14 +84,14 @@ test_that("progress, columns and charts follow tfruns's own rules (helper-tfruns
   expect_identical(tfruns_rule_progress(old_run)$shown, "1/300")
 })
 
-test_that("R reads the run columns from the Python package's schema/run_columns.json (issue 20.2)", {
-  ours <- system.file("schema", "run_columns.json", package = "tpuestimatorr")
-  expect_true(nzchar(ours))
-  source_file <- file.path(fixtures_dir() %||% "", "..", "..", "python", "tpuestimator", "schema",
-                           "run_columns.json")
-  skip_if_not(file.exists(source_file), "the Python package's source is not here (installed tests)")
-  expect_identical(readLines(ours), readLines(source_file))
-  cols <- jsonlite::read_json(source_file, simplifyVector = TRUE)
-  expect_identical(run_front_props(), cols$front_columns)
-  expect_true(all(c(cols$integer_properties, cols$integer_columns) %in% run_integer_props()))
+test_that("R keeps no copy of the run columns' rules: their types are the core's (issue 33.4)", {
+  expect_identical(system.file("schema", "run_columns.json", package = "tpuestimatorr"), "")
+  folder <- fixture_path("runs")
+  skip_if_not(dir.exists(folder), "tests/fixtures/runs not found")
+  old <- setwd(folder)
+  on.exit(setwd(old), add = TRUE)
+  core <- py_to_r_json(tpuestimatorr:::py_bridge()$runs_columns("runs"), simplify = FALSE)
+  df <- tpu_ls_runs("runs", order = NULL)
+  expect_identical(run_column_types(df), unlist(core$types))
+  expect_identical(df$run_dir, unlist(core$columns$run_dir))  # newest first, as listed
 })

@@ -1,6 +1,6 @@
-# The pure-R run reader (R/runs.R: tpu_ls_runs(), tpu_run_info(), tpu_latest_run(), run status) against
-# expectations written by hand from the files of the fixture runs folder (issue 24.8). These
-# code paths never reach Python: test-parity.R checks the bridge, test-runs-columns.R the
+# The run reader (tpu_ls_runs(), tpu_run_info(), tpu_latest_run(), run status: R/runs.R converting
+# the core's tpuestimator.runs.frames) against expectations written by hand from the files of the
+# fixture runs folder (issue 24.8). test-parity.R checks the bridge, test-runs-columns.R the
 # columns shared with Python's reader; here the values themselves are checked.
 
 utc <- function(seconds) as.POSIXct(seconds, origin = "1970-01-01", tz = "UTC")

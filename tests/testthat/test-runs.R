@@ -1,4 +1,4 @@
-# tpu_ls_runs() and friends read tfruns-format folders in R: no Python needed.
+# tpu_ls_runs() and friends read tfruns-format folders (through the Python core, which R converts).
 
 test_that("ls_runs() returns tfruns's columns, latest first", {
   runs <- tempfile("runs-")
@@ -91,6 +91,7 @@ test_that("tpu_view_run() and tpu_compare_runs() write self-contained HTML repor
   expect_match(html, "0.5")
   expect_error(tpu_compare_runs(a, viewer = NULL), "exactly two runs")
   expect_error(tpu_view_run(runs_dir = tempfile(), viewer = NULL), "There are no runs")
+  expect_error(tpu_view_run(runs, viewer = NULL), "is not a run folder \\(no tfruns.d/ inside\\)")  # a runs folder
 })
 
 test_that("the 'View latest run' addin opens the latest run's report, or says there are no runs", {

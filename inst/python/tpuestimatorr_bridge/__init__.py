@@ -22,6 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .interrupts import r_interruptible
+from .runs import (
+    default_runs_dir,
+    example_prediction_columns,
+    is_run_dir,
+    latest_run_dir,
+    run_summary,
+    run_target,
+    runs_columns,
+)
 
 __all__ = [
     "array_from_r",
@@ -29,17 +38,21 @@ __all__ = [
     "check_config",
     "check_report_dict",
     "compare_report",
+    "default_runs_dir",
     "default_table_dir",
     "evaluate_export",
     "evaluate_job",
     "export_info",
+    "example_prediction_columns",
     "exception_classes",
     "flag_overrides",
     "export_job",
     "export_model",
     "from_json",
     "is_export_dir",
+    "is_run_dir",
     "job_result_dict",
+    "latest_run_dir",
     "predict",
     "predict_files",
     "predict_to_file",
@@ -50,7 +63,9 @@ __all__ = [
     "run_cluster",
     "run_job",
     "run_report",
-    "run_status",
+    "run_summary",
+    "run_target",
+    "runs_columns",
     "start_tensorboard",
     "strings_to_numpy",
     "to_json",
@@ -506,14 +521,6 @@ def default_table_dir(label: str, model: str, run_dir: str | None = None) -> str
     from tpuestimator.tables.api import default_table_dir as _default_table_dir
 
     return _default_table_dir(label, model, run_dir)
-
-
-def run_status(run_dir: str) -> str:
-    """A run's status (`tpuestimator.runs.reading.run_status`): R's `tpu_ls_runs()` gives Python's,
-    with its owner check (host, pid and start time: a reused pid is not the owner)."""
-    from tpuestimator.runs.reading import run_status as _run_status
-
-    return _run_status(run_dir)
 
 
 def is_export_dir(path: str) -> bool:

@@ -1,6 +1,7 @@
-"""The columns of a runs listing: their names, types and order, the SAME as R's ``tpu_ls_runs()``.
+"""The columns of a runs listing: their names, types and order, R's ``tpu_ls_runs()``'s too (it
+converts `tpuestimator.runs.frames.runs_columns()`, which gives these types).
 
-The columns follow tfruns's ``ls_runs()`` (R/runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
+The columns follow tfruns's ``ls_runs()`` (R/ls_runs.R; docs/RUN_FORMAT.md, "Reading runs"; proved by
 tests/python/test_runs_columns.py and tests/testthat/test-runs-columns.R on tests/fixtures/runs/):
 ``run_dir``, ``eval_<m>`` (evaluation.json), ``metric_<m>`` (last non-null value of every
 metrics.json array but ``epoch``, the x axis, which tfruns skips), ``flag_<f>`` (flags.json), then
@@ -19,8 +20,8 @@ from typing import Any
 
 from tpuestimator.runs.values import X_KEY  # tfruns skips it when it makes metric_<m> columns
 
-# The column types and order, shared with R's tpu_ls_runs() (schema/run_columns.json, which
-# R/runs.R reads too, and both test suites check against tests/fixtures/runs).
+# The column types and order (schema/run_columns.json; both test suites check them against
+# tests/fixtures/runs).
 _COLUMNS = json.loads(resources.files("tpuestimator.schema").joinpath("run_columns.json").read_text())
 INT_PROPERTIES = tuple(_COLUMNS["integer_properties"])
 # start and end are epoch seconds here (R makes them POSIXct).

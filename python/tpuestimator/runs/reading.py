@@ -1,9 +1,10 @@
 """Reading one run back: `run_record()` (its listing row), `run_info()` (everything about it),
 `resolve_run()` (a run from a name, a path, a prefix or ``latest``), `run_status()`.
 
-Kept line for line beside R's reader (R/runs.R), so the shared-fixture tests hold the two to the
-same columns (`tpuestimator.runs.columns`). Reading is lenient (one broken run is logged and
-shown with what could be read); `check_run_dir()` is the strict side. "Latest" means the
+The one reader of runs: R's ``tpu_ls_runs()`` gets these rows through the bridge
+(`tpuestimator.runs.frames`), so both languages list the same columns
+(`tpuestimator.runs.columns`). Reading is lenient (one broken run is logged and shown with what
+could be read); `check_run_dir()` is the strict side. "Latest" means the
 greatest folder name, as in tfruns.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ def read_json(path: Path) -> Any:
     try:
         return json_safe(json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constants))
     except (OSError, ValueError) as exc:
-        logger.warning("Cannot read %s: %s", path, exc)
+        logger.warning("Skipping unreadable run file %s: %s", path, exc)
         return None
 
 
@@ -109,6 +110,8 @@ def run_record(run_dir: str | os.PathLike, *, display_dir: str | None = None) ->
     evaluation = read_json(meta / "evaluation.json")
     if isinstance(evaluation, dict):
         for key, value in evaluation.items():
+            if value is None or isinstance(value, (dict, list)):  # no value for one cell (as tfruns)
+                continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = float(value)
             row[f"eval_{key}"] = value

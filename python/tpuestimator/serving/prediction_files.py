@@ -2,7 +2,8 @@
 
 `prediction_columns(batch, class_names)` turns a `batch_predict.PredictionBatch` into columns
 (`source`, `index`, `class_id`, `class`, then one `prob_<class>` per class, then any other
-output); `PredictionFileWriter(path)` appends batches to a hidden temporary file next to
+output), `example_prediction_columns(rows, class_names)` per-example predictions (R's
+``tpu_predict()`` of in-memory features); `PredictionFileWriter(path)` appends batches to a hidden temporary file next to
 `path` and renames it onto `path` at `close()` (a failure removes it: never a half-written
 file under the final name). Parquet needs pyarrow (the `parquet` extra); CSV is the standard
 library's `csv`. Nothing here imports TensorFlow.
@@ -66,6 +67,57 @@ def prediction_columns(batch, class_names: Sequence[str] = ()) -> dict[str, np.n
             for j in range(flat.shape[1]):
                 cols[f"{name}_{j}"] = flat[:, j]
     return cols
+
+
+# Output names that hold a class id / a class name (canned estimators', Keras's, ours).
+CLASS_ID_OUTPUTS = ("classes", "class_ids", "classid", "predicted_class")
+CLASS_NAME_OUTPUTS = ("class_name", "class_string")
+
+
+def _flat(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, bytes):
+        return [_text(value)]
+    items = np.asarray(value, dtype=object).reshape(-1).tolist() if not isinstance(value, str) else [value]
+    return [_text(v) if isinstance(v, bytes) else (v.item() if hasattr(v, "item") else v) for v in items]
+
+
+def example_prediction_columns(rows: Sequence[Mapping] | Mapping,
+                               class_names: Sequence[str] = ()) -> dict[str, list]:
+    """Per-example predictions (`serving.exports.predict`: one dict of outputs per example) as
+    columns: a scalar output as ``<name>``, a vector one as ``<name>_<j>`` (``prob_<class>`` /
+    ``<name>_<class>`` for a probability, logit or score vector with one value per class name);
+    then the class id output named ``class_id`` (an int), the class name one ``class`` (from
+    `class_names` when the model gives ids only), both first. None where an example lacks a value."""
+    if isinstance(rows, Mapping):
+        rows = [rows]
+    if not rows:
+        return {"class_id": []}
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    cols: dict[str, list] = {}
+    for key in keys:
+        values = [_flat(row.get(key)) or [None] for row in rows]
+        width = max(len(v) for v in values)
+        if width == 1:
+            cols[key] = [v[0] for v in values]
+            continue
+        per_class = len(class_names) == width and any(w in key for w in ("prob", "logit", "score"))
+        names = [("prob_" if "prob" in key else f"{key}_") + str(c) for c in class_names] if per_class \
+            else [f"{key}_{j}" for j in range(width)]
+        for j, name in enumerate(names):
+            cols[name] = [v[j] if j < len(v) else None for v in values]
+    renamed: dict[str, list] = {}
+    for name, values in cols.items():
+        name = "class_id" if name in CLASS_ID_OUTPUTS else "class" if name in CLASS_NAME_OUTPUTS else name
+        renamed.setdefault(name, values)
+    if "class_id" in renamed:
+        renamed["class_id"] = [None if v is None else int(v) for v in renamed["class_id"]]
+        if "class" not in renamed and class_names:
+            renamed["class"] = [str(class_names[v]) if v is not None and 0 <= v < len(class_names) else None
+                                for v in renamed["class_id"]]
+    front = [n for n in ("class_id", "class") if n in renamed]
+    return {n: renamed[n] for n in front + [n for n in renamed if n not in front]}
 
 
 def _cell(value) -> str:
