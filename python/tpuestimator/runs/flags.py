@@ -49,11 +49,10 @@ def _fields(node: Any, prefix: str) -> list[str]:
 
 def flag_field(cfg: JobConfig, name: str) -> str | None:
     """The dotted field a flag named `name` sets in `cfg`, or None when it names none."""
-    raw = cfg.raw
     if "." in name:
         return name if unknown_field(schema(), name, origin="flag") is None else None
     for section in SHORT_NAME_SECTIONS:
-        node = raw if not section else raw.get(section)
+        node = cfg.value_at(section)
         if isinstance(node, Mapping) and name in node and (section or not isinstance(node[name], Mapping)):
             return f"{section}.{name}" if section else name
     return None
@@ -61,9 +60,8 @@ def flag_field(cfg: JobConfig, name: str) -> str | None:
 
 def _flag_help(cfg: JobConfig) -> str:
     """What a flag may be named: the short names' fields, then a pointer to the rest."""
-    raw = cfg.raw
-    top = [k for k, v in raw.items() if not isinstance(v, Mapping)]
-    fields = top + [f for section in SHORT_NAME_SECTIONS[1:] for f in _fields(raw.get(section) or {}, section)]
+    top = [k for k, v in cfg.value_at("").items() if not isinstance(v, Mapping)]
+    fields = top + [f for section in SHORT_NAME_SECTIONS[1:] for f in _fields(cfg.value_at(section) or {}, section)]
     listed = ""
     for field in fields:
         if len(listed) + len(field) > _HELP_LIMIT:
