@@ -638,6 +638,62 @@ def test_data_spec_defaults_are_the_schema_defaults():
             assert default == typed.get(field.name, lambda v: v)(DEFAULTS["data"][field.name]), field.name
 
 
+# Where a model's params dict is parsed into the typed params (`DataParams`, the canned models'
+# `LinearParams`, `DNNParams`, `WideAndDeepParams`), and the data's facts merged into it.
+PARAMS_PARSER = PACKAGE / "models" / "params.py"
+
+
+def _typed_param_keys() -> set[str]:
+    """The keys the typed params hold that no other built-in model shares: the data's facts and
+    the canned models' own settings (`optimizer`, `dropout`, ... are also the plain `tabular`,
+    `cnn` and `image_classifier` models' params, and the run properties' of any model)."""
+    import dataclasses
+
+    from tpuestimator.models.params import DataParams, LinearParams, WideAndDeepParams
+
+    keys = {f.name for cls in (DataParams, LinearParams, WideAndDeepParams) for f in dataclasses.fields(cls)}
+    return keys - {"optimizer", "learning_rate", "hidden_units", "dropout", "batch_norm", "loss"}
+
+
+def _param_key_reads(tree: ast.AST, keys: set[str]) -> list[ast.AST]:
+    """`params["num_classes"]`, `estimator.params.get("task")`: a typed param read by string key
+    from a name holding "params" (a write, `params["num_classes"] = n`, builds a dict)."""
+    found = []
+    for node in ast.walk(tree):
+        base = key = None
+        if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store):
+            base, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("get", "setdefault", "pop"):
+            base, key = node.func.value, node.args[0]
+        name = getattr(base, "id", getattr(base, "attr", None))
+        if isinstance(key, ast.Constant) and key.value in keys and name and "params" in name.lower():
+            found.append(node)
+    return found
+
+
+def test_the_built_in_models_params_are_read_typed():
+    """The data's facts in a model's params (`task`, `num_classes`, `vocabulary`, a table's
+    `feature_columns` and `label_stats`) and the canned models' settings are read by attribute
+    (`DataParams.from_params(params).num_classes`, `LinearParams.from_params(params)`) outside
+    `models/params.py`, the one parser; a user's model function still gets the plain dict."""
+    keys = _typed_param_keys()
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(bridge.rglob("*.py"))]:
+        if path == PARAMS_PARSER:
+            continue
+        for node in _param_key_reads(ast.parse(path.read_text()), keys):
+            offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, "typed params read by string key (parse them with models.params): " + "; ".join(offenders)
+
+
+def test_param_key_finder_finds_string_lookups():
+    code = ('a = params["num_classes"]\nb = estimator.params.get("task")\nparams["num_classes"] = 3\n'
+            'c = params.get("filters")\nd = spec.params\ne = section["vocabulary"]\nf = params.get("label_stats")\n')
+    assert [n.lineno for n in _param_key_reads(ast.parse(code), _typed_param_keys())] == [1, 2, 7]
+
+
 # The fields of the typed views of a config's nested objects (`config_views`), of a table's
 # columns (`models.column_spec.ColumnSpec`) and of a `RunConfig`'s devices (`core.devices.make_strategy`).
 def _view_keys() -> set[str]:
