@@ -29,7 +29,9 @@ _LAZY = {
     "HParamsHook": "tpuestimator.hooks.hparams",
 }
 
-__all__ = ["Hook", "HookList", "CallableHook", "as_hook", "EarlyStoppingHook", "CheckpointSaverHook", *_LAZY]
+__all__ = ["Hook", "HookList", "CallableHook", "as_hook", "LoggingHook", "SummaryHook", "ProgressCallbackHook",
+           "ProgressBarHook", "StopAtStepHook", "TimingHook", "EarlyStoppingHook", "CheckpointSaverHook",
+           "ProfilerHook", "HostCallHook", "WatchHook", "HParamsHook"]
 
 
 def __getattr__(name: str) -> Any:
