@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    __import__("re").compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"))
 
 
@@ -111,6 +112,15 @@ class JobConfig:
     def to_dict(self) -> dict:
         """A plain dict, where one must go: a file (config.yaml, a run's), R, new overrides."""
         return copy.deepcopy(dict(self.raw))
+
+    def value_at(self, dotted: str) -> Any:
+        """The value (a copy) at a field path known only at run time (a flag's `train.max_steps`,
+        `params.learning_rate`; "" the whole config), None where the config has none. Code that
+        knows the field reads it typed: `cfg.train.max_steps`."""
+        node: Any = self.raw
+        for part in dotted.split(".") if dotted else ():
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return copy.deepcopy(node)
 
     def with_overrides(self, overrides: Iterable[str]) -> JobConfig:
         """This config with `--set` strings applied: a real change, validated again as a whole, the

@@ -35,43 +35,109 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _module_named_by_string(node: ast.AST, modules: dict[str, Path]) -> str | None:
-    """The project module a string names (`"tpuestimator.debug.dumps"`, or the package of an
-    f-string's constant head, `f"tpuestimator.commands.{name}"`)."""
-    text = None
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        text = node.value
-    elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
-        text = str(node.values[0].value).rstrip(".")
-    if not text or not text.startswith("tpuestimator.") or " " in text:
+def _module_named_by_string(text: object, modules: dict[str, Path]) -> str | None:
+    """The project module a string names: `"tpuestimator.debug.dumps"`, the module of a
+    `"tpuestimator.models.cnn:cnn"` target, or the module holding a dotted name inside it."""
+    if not isinstance(text, str) or not text.startswith("tpuestimator") or " " in text:
         return None
+    text = text.partition(":")[0].rstrip(".")
     while text and text not in modules:  # a name inside a module
         text = text.rpartition(".")[0]
-    return text if text and text != "tpuestimator" else None
+    return text or None
 
 
-def _string_imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
-    """The project modules imported by string (lazy loaders): the argument of each
-    `import_module(...)` / `__import__(...)` call, or, when it is `TABLE[name]`, every value of the
-    dict literal assigned to TABLE in the same file. Those imports obey the layers too."""
-    tables = {t.id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-              and isinstance(node.value, ast.Dict) for t in node.targets if isinstance(t, ast.Name)}
-    found = set()
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and node.args):
+# The calls that import (or find, or run) a module named by a value: `importlib.import_module`,
+# `__import__`, `importlib.util.find_spec` / `spec_from_file_location`, `runpy.run_module` / `run_path`.
+IMPORT_CALLS = {"import_module", "__import__", "find_spec", "spec_from_file_location", "run_module", "run_path"}
+
+# The only functions that import by a string, and why; every other import of a project module is
+# an import statement, which the layer and cycle checks read. A lazy loader imports only its own
+# package's modules, named in a literal table whose values are its edges (the f-string head of its
+# call + each value); so is the CLI's registry. None loads a project module outside its package.
+STRING_IMPORT_LOADERS = {
+    # `import tpuestimator` without TensorFlow (R's library() and `tpuestimator --help` stay fast)
+    ("tpuestimator", "__getattr__"): ("_EXPORTS", "tpuestimator"),
+    # each sub-package's names on first use, without importing TensorFlow when the package is imported
+    ("tpuestimator.data", "__getattr__"): ("_EXPORTS", "tpuestimator.data"),
+    ("tpuestimator.debug", "__getattr__"): ("_EXPORTS", "tpuestimator.debug"),
+    ("tpuestimator.hooks", "__getattr__"): ("_LAZY", "tpuestimator.hooks"),
+    ("tpuestimator.porting", "__getattr__"): ("_EXPORTS", "tpuestimator.porting"),
+    ("tpuestimator.tables", "__getattr__"): ("_EXPORTS", "tpuestimator.tables"),
+    # the plugin loader of `model: name | module:function`: a built-in model, or the user's module
+    ("tpuestimator.models", "resolve_model_fn"): ("BUILTIN", "tpuestimator.models"),
+    # the CLI's command registry: one module per command, each imported to add its sub-parser
+    ("tpuestimator.cli", "build_parser"): ("COMMAND_MODULES", "tpuestimator.commands"),
+    # where `tpuestimator check` finds a `module:function` model's source file (the user's module)
+    ("tpuestimator.porting.tf1_leftovers", "model_module_path"): (None, None),
+}
+
+
+def _call_name(node: ast.Call) -> str | None:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+
+
+def _string_import_calls(tree: ast.AST) -> list[tuple[ast.Call, str | None]]:
+    """Each call of `IMPORT_CALLS` with an argument, with the function it is in (innermost)."""
+    where: dict[int, str] = {}
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(func):
+                where[id(node)] = func.name
+    return [(node, where.get(id(node))) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.args and _call_name(node) in IMPORT_CALLS]
+
+
+def _literal_tables(tree: ast.AST) -> dict[str, list]:
+    """`NAME = {...}` / `(...)` / `[...]` at a module's top: the dict's values or the sequence's items."""
+    out = {}
+    for node in getattr(tree, "body", []):
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        items = value.values if isinstance(value, ast.Dict) else \
+            value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+        for target in targets:
+            if isinstance(target, ast.Name) and items is not None:
+                out[target.id] = [i.value for i in items if isinstance(i, ast.Constant)]
+    return out
+
+
+def _string_imports(module: str, tree: ast.AST, modules: dict[str, Path]) -> tuple[set[str], list[str]]:
+    """(the project modules `module` imports by string, the string imports that break the rule).
+
+    In a `STRING_IMPORT_LOADERS` function, the edges are its table's values (after the f-string
+    head of the call, when it has one): each must be a module of the loader's package. Anywhere
+    else an import call may only name a module outside the project by a literal string
+    (`find_spec("tensorboard")`): a project module, or a name known only at run time, breaks it."""
+    tables = _literal_tables(tree)
+    edges: set[str] = set()
+    offences = []
+    for call, function in _string_import_calls(tree):
+        arg = call.args[0]
+        spelled = f"{module}:{call.lineno} {ast.unparse(call)}"
+        loader = STRING_IMPORT_LOADERS.get((module, function))
+        if loader is None:
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) \
+                    or arg.value == "tpuestimator" or _module_named_by_string(arg.value, modules):
+                offences.append(f"{spelled}: a string import outside STRING_IMPORT_LOADERS (use an import statement)")
             continue
-        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-        if func not in ("import_module", "__import__"):
+        table, package = loader
+        if table is None:
             continue
-        arg = node.args[0]
-        candidates = [arg]
-        if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) and arg.value.id in tables:
-            candidates = list(tables[arg.value.id].values)
-        for candidate in candidates:
-            named = _module_named_by_string(candidate, modules)
-            if named:
-                found.add(named)
-    return found
+        head = ""
+        if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+            head = str(arg.values[0].value)
+        if table not in tables:
+            offences.append(f"{spelled}: its table {table} is no literal at the module's top")
+            continue
+        for value in tables[table]:
+            named = f"{head}{value}".partition(":")[0]
+            if named not in modules:
+                offences.append(f"{spelled}: {table} names {named!r}, no module of the project")
+                continue
+            edges.add(named)  # an edge wherever it points: the layer and cycle checks read it too
+            if named != package and not named.startswith(package + "."):
+                offences.append(f"{spelled}: {table} names {named}, outside {package} (import it by statement)")
+    return edges, offences
 
 
 def _imports(modules: dict[str, Path]):
@@ -91,7 +157,7 @@ def _imports(modules: dict[str, Path]):
                         found.add((f"{target}.{alias.name}", None))
                     else:
                         found.add((target, alias.name))
-        found.update((named, None) for named in _string_imports(tree, modules))
+        found.update((named, None) for named in _string_imports(name, tree, modules)[0])
         out[name] = found
     return out
 
@@ -194,9 +260,9 @@ def test_config_defaults_have_one_source_the_schema():
     assert {f.name for f in dataclasses.fields(RunConfig) if not f.metadata.get("config")} == {"model_dir"}
 
 
-# The modules that read a config dict by key: the loader and the rules across its fields (they
-# run on the dict, before the typed views exist).
-CONFIG_MODULES = {PACKAGE / "config.py", PACKAGE / "config_rules.py"}
+# The modules that read a config dict by key: the loader, the rules across its fields and the
+# flags' mapping onto fields (they run on the dict, before the typed views exist).
+CONFIG_MODULES = {PACKAGE / "config.py", PACKAGE / "config_rules.py", PACKAGE / "config_flags.py"}
 
 
 # The layers, bottom up, by package (docs/ARCHITECTURE.md): a module imports only from its own
@@ -253,16 +319,51 @@ def test_layer_rule_catches_an_upward_import():
 
 
 def test_string_imports_count_as_imports():
-    modules = {"tpuestimator.hooks": Path("hooks/__init__.py"), "tpuestimator.debug": Path("debug/__init__.py"),
-               "tpuestimator.debug.dumps": Path("debug/dumps.py")}
-    lazy = ast.parse('_LAZY = {"DumpHook": "tpuestimator.debug.dumps"}\n'
+    modules = {m: Path("x.py") for m in ("tpuestimator.hooks", "tpuestimator.hooks.watch", "tpuestimator.debug",
+                                         "tpuestimator.debug.dumps", "tpuestimator.commands", "tpuestimator.commands.train",
+                                         "tpuestimator.cli")}
+    lazy = ast.parse('_LAZY = {"WatchHook": "tpuestimator.hooks.watch", "DumpHook": "tpuestimator.debug.dumps"}\n'
                      'created_by = "tpuestimator.hooks"\n'  # a value, not an import
-                     'importlib.import_module(_LAZY[name])\nimport_module(f"tpuestimator.debug.{name}")')
-    named = _string_imports(lazy, modules)
-    assert named == {"tpuestimator.debug.dumps", "tpuestimator.debug"}
-    assert layer_violations({"tpuestimator.hooks": named}) == [
-        "tpuestimator.hooks (layer hooks) imports tpuestimator.debug (layer debug, above it)",
+                     'def __getattr__(name):\n    return importlib.import_module(_LAZY[name])\n')
+    edges, offences = _string_imports("tpuestimator.hooks", lazy, modules)
+    assert edges == {"tpuestimator.hooks.watch", "tpuestimator.debug.dumps"}
+    assert offences == ["tpuestimator.hooks:4 importlib.import_module(_LAZY[name]): _LAZY names "
+                        "tpuestimator.debug.dumps, outside tpuestimator.hooks (import it by statement)"]
+    assert layer_violations({"tpuestimator.hooks": edges}) == [
         "tpuestimator.hooks (layer hooks) imports tpuestimator.debug.dumps (layer debug, above it)"]
+    registry = ast.parse('COMMAND_MODULES = ("train",)\n'
+                         'def build_parser():\n    import_module(f"tpuestimator.commands.{name}")\n')
+    assert _string_imports("tpuestimator.cli", registry, modules) == ({"tpuestimator.commands.train"}, [])
+
+
+def test_string_imports_are_only_in_the_listed_loaders():
+    """`import_module`, `__import__`, `find_spec`, ... of a project module (or of a name known only
+    at run time) outside `STRING_IMPORT_LOADERS` fails: such an import hides an edge from the layer
+    and cycle checks. Each listed loader still exists and imports by string."""
+    modules = _modules()
+    offences, seen = [], set()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        offences += _string_imports(name, tree, modules)[1]
+        seen.update((name, function) for _, function in _string_import_calls(tree))
+    assert not offences, offences
+    assert set(STRING_IMPORT_LOADERS) <= seen, f"listed loaders that import nothing by string: " \
+        f"{sorted(set(STRING_IMPORT_LOADERS) - seen)}"
+
+
+def test_a_string_import_outside_the_loaders_is_found():
+    modules = {"tpuestimator.jobs.job": Path("x.py"), "tpuestimator.serving.exports": Path("y.py"),
+               "tpuestimator": Path("z.py")}
+    code = ('import importlib\n'
+            'def run(kind):\n'
+            '    a = importlib.import_module("tpuestimator.serving.exports")\n'
+            '    b = __import__("tpuestimator.serving.exports:export_model")\n'
+            '    c = importlib.util.find_spec(kind)\n'  # known only at run time
+            '    d = importlib.util.find_spec("tensorboard")\n'  # not the project's: fine
+            '    e = importlib.import_module("json")\n')
+    _, offences = _string_imports("tpuestimator.jobs.job", ast.parse(code), modules)
+    assert [o.split(" ")[0] for o in offences] == ["tpuestimator.jobs.job:3", "tpuestimator.jobs.job:4",
+                                                   "tpuestimator.jobs.job:5"]
 
 
 def test_every_sub_package_says_what_it_holds_and_may_import():
@@ -392,6 +493,24 @@ def test_config_fields_are_read_through_the_typed_section_views():
     assert not offenders, "config fields looked up by string (use cfg.<section>.<field>): " + "; ".join(offenders)
 
 
+def test_the_raw_config_is_read_by_the_config_modules_alone():
+    """`cfg.raw` (the loaded dict) is read in `CONFIG_MODULES` only: elsewhere a field is a typed
+    view's attribute (`cfg.name`, `cfg.data.format`), a whole dict where one must go is
+    `cfg.to_dict()` (a file, R), and a field named at run time (a flag) is `cfg.value_at(path)`.
+    `cfg.raw.get("name")` and `cfg.to_dict()["data"]` read a field past the views."""
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if p not in CONFIG_MODULES] + sorted(bridge.rglob("*.py"))
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "raw":
+                offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+                    and _call_name(node.value) == "to_dict" and isinstance(node.slice, ast.Constant):
+                offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, "the config read past its typed views: " + "; ".join(offenders)
+
+
 def test_config_lookup_finder_finds_string_lookups():
     code = 'a = cfg.raw["run"]["seed"]\nraw = cfg.raw\nb = raw["train"]["steps"]\nc = cfg.train.steps\n'
     assert sorted(node.lineno for node in _config_lookups(ast.parse(code))) == [1, 1, 3]
@@ -518,6 +637,62 @@ def test_data_spec_defaults_are_the_schema_defaults():
         if field.name in DEFAULTS["data"]:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
             assert default == typed.get(field.name, lambda v: v)(DEFAULTS["data"][field.name]), field.name
+
+
+# Where a model's params dict is parsed into the typed params (`DataParams`, the canned models'
+# `LinearParams`, `DNNParams`, `WideAndDeepParams`), and the data's facts merged into it.
+PARAMS_PARSER = PACKAGE / "models" / "params.py"
+
+
+def _typed_param_keys() -> set[str]:
+    """The keys the typed params hold that no other built-in model shares: the data's facts and
+    the canned models' own settings (`optimizer`, `dropout`, ... are also the plain `tabular`,
+    `cnn` and `image_classifier` models' params, and the run properties' of any model)."""
+    import dataclasses
+
+    from tpuestimator.models.params import DataParams, LinearParams, WideAndDeepParams
+
+    keys = {f.name for cls in (DataParams, LinearParams, WideAndDeepParams) for f in dataclasses.fields(cls)}
+    return keys - {"optimizer", "learning_rate", "hidden_units", "dropout", "batch_norm", "loss"}
+
+
+def _param_key_reads(tree: ast.AST, keys: set[str]) -> list[ast.AST]:
+    """`params["num_classes"]`, `estimator.params.get("task")`: a typed param read by string key
+    from a name holding "params" (a write, `params["num_classes"] = n`, builds a dict)."""
+    found = []
+    for node in ast.walk(tree):
+        base = key = None
+        if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Store):
+            base, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("get", "setdefault", "pop"):
+            base, key = node.func.value, node.args[0]
+        name = getattr(base, "id", getattr(base, "attr", None))
+        if isinstance(key, ast.Constant) and key.value in keys and name and "params" in name.lower():
+            found.append(node)
+    return found
+
+
+def test_the_built_in_models_params_are_read_typed():
+    """The data's facts in a model's params (`task`, `num_classes`, `vocabulary`, a table's
+    `feature_columns` and `label_stats`) and the canned models' settings are read by attribute
+    (`DataParams.from_params(params).num_classes`, `LinearParams.from_params(params)`) outside
+    `models/params.py`, the one parser; a user's model function still gets the plain dict."""
+    keys = _typed_param_keys()
+    offenders = []
+    bridge = PACKAGE.parents[1] / "inst" / "python"
+    for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(bridge.rglob("*.py"))]:
+        if path == PARAMS_PARSER:
+            continue
+        for node in _param_key_reads(ast.parse(path.read_text()), keys):
+            offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders, "typed params read by string key (parse them with models.params): " + "; ".join(offenders)
+
+
+def test_param_key_finder_finds_string_lookups():
+    code = ('a = params["num_classes"]\nb = estimator.params.get("task")\nparams["num_classes"] = 3\n'
+            'c = params.get("filters")\nd = spec.params\ne = section["vocabulary"]\nf = params.get("label_stats")\n')
+    assert [n.lineno for n in _param_key_reads(ast.parse(code), _typed_param_keys())] == [1, 2, 7]
 
 
 # The fields of the typed views of a config's nested objects (`config_views`), of a table's

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tpuestimator.models import canned
+from tpuestimator.models.params import PARAM_DEFAULTS
 from tpuestimator.tables import infer_feature_columns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_the_documented_defaults_are_the_measured_choice_and_the_models_use_them
         # the benchmark's choice is what the docs say ...
         assert {k: v for k, v in params.items() if k != "hidden_units"} == chosen[model], model
         # ... and what PARAM_DEFAULTS (the flags' defaults, tables.api) say ...
-        assert {k: canned.PARAM_DEFAULTS[model][k] for k in params} == params, model
+        assert {k: PARAM_DEFAULTS[model][k] for k in params} == params, model
     # ... and what the models built without those params train with
     assert _as_documented(_built("linear").optimizer) == {k: documented["linear"][k]
                                                           for k in ("optimizer", "learning_rate")}

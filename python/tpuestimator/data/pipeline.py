@@ -37,6 +37,7 @@ from tpuestimator.data.decode import (  # noqa: F401  # noqa: F401  (re-exported
 from tpuestimator.data.diagnose import check_first_record as check_first
 from tpuestimator.data.diagnose import register_skipping
 from tpuestimator.errors import DataError
+from tpuestimator.models.params import DataParams
 from tpuestimator.system.graph_code import as_written
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
     def input_fn(params: dict) -> tf.data.Dataset:
         params = dict(params or {})
         batch_size = int(params["batch_size"])
-        classes = n_classes if n_classes is not None else params.get("num_classes")
+        classes = n_classes if n_classes is not None else DataParams.from_params(params).num_classes
         job = None
         if mode == "train" and spec.service:
             # A resumed run (another start step) reads a new service job; the service keeps

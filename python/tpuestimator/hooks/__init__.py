@@ -1,7 +1,8 @@
 """Hooks: host-side callbacks at loop boundaries (see `base.py`) and the built-in hooks.
 
-The built-in hooks load on first use (`from tpuestimator.hooks import EarlyStoppingHook`);
-none imports TensorFlow at import time. The debugging hooks (`DumpHook`, `NonFiniteReportHook`)
+The built-in hooks load on first use (`from tpuestimator.hooks import ProfilerHook`): the lazy
+`__getattr__` imports only this package's modules (`_LAZY`, read by tests/python/test_architecture.py
+as import edges); the core's hooks are imported by statement. None imports TensorFlow at import time. The debugging hooks (`DumpHook`, `NonFiniteReportHook`)
 live in `tpuestimator.debug`, the layer above: import them from there.
 
 Layer 4: may import the contracts, `core`, `data` and `runs`; never debug, serving, jobs,
@@ -13,6 +14,7 @@ import importlib
 from typing import Any
 
 from tpuestimator.core.hooks import CallableHook, Hook, HookList, as_hook
+from tpuestimator.core.stopping import CheckpointSaverHook, EarlyStoppingHook  # core's, TensorFlow-free
 
 _LAZY = {
     "LoggingHook": "tpuestimator.hooks.builtin",
@@ -21,15 +23,15 @@ _LAZY = {
     "ProgressBarHook": "tpuestimator.hooks.builtin",
     "StopAtStepHook": "tpuestimator.hooks.builtin",
     "TimingHook": "tpuestimator.hooks.builtin",
-    "EarlyStoppingHook": "tpuestimator.core.stopping",
-    "CheckpointSaverHook": "tpuestimator.core.stopping",
     "ProfilerHook": "tpuestimator.hooks.profiler",
     "HostCallHook": "tpuestimator.hooks.host_call",
     "WatchHook": "tpuestimator.hooks.watch",
     "HParamsHook": "tpuestimator.hooks.hparams",
 }
 
-__all__ = ["Hook", "HookList", "CallableHook", "as_hook", *_LAZY]
+__all__ = ["Hook", "HookList", "CallableHook", "as_hook", "LoggingHook", "SummaryHook", "ProgressCallbackHook",
+           "ProgressBarHook", "StopAtStepHook", "TimingHook", "EarlyStoppingHook", "CheckpointSaverHook",
+           "ProfilerHook", "HostCallHook", "WatchHook", "HParamsHook"]
 
 
 def __getattr__(name: str) -> Any:

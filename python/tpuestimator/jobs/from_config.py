@@ -10,34 +10,17 @@ from tpuestimator import data
 from tpuestimator.config import JobConfig
 from tpuestimator.core.estimator import Estimator, RunConfig
 from tpuestimator.errors import ConfigError
-from tpuestimator.models.column_spec import columns_as_dicts
+from tpuestimator.models.params import with_data
 
 
 def model_params(cfg: JobConfig) -> dict:
-    """The config's params plus what the data defines (num_classes, vocabulary, image)."""
-    params = cfg.params
+    """The config's params plus what the data defines (task, num_classes, vocabulary, a table's
+    columns and label scale): the plain dict the model function receives (`models.params.with_data`)."""
     spec = data.resolve_section(cfg.data) if cfg.data.manifest or cfg.data.format else None
-    if spec is not None and spec.feature_columns and "feature_columns" not in params:
-        # a table: the canned models read its columns (params stay plain: the manifest's dicts)
-        params["feature_columns"] = columns_as_dicts(spec.feature_columns)
-    if spec is not None and spec.task:
-        if params.get("task", spec.task) != spec.task:
-            raise ConfigError("params.task", params["task"], f"{spec.task}: the table's label is "
-                              f"{'a number' if spec.task == 'regression' else 'a class'}")
-        params["task"] = spec.task
-    if spec is not None and spec.label_stats and params.get("task") == "regression":
-        params.setdefault("label_stats", spec.label_stats)  # the canned regressors' label scale
-    vocab = data.vocabulary(spec or cfg.data)
-    if vocab and "vocabulary" not in params:
-        params["vocabulary"] = list(vocab)
-    if "num_classes" not in params and params.get("task") != "regression":
-        n = data.num_classes(spec or cfg.data)
-        if n:
-            params["num_classes"] = int(n)
-    if vocab and params.get("num_classes") and len(vocab) != params["num_classes"]:
-        raise ConfigError("params.num_classes", params["num_classes"],
-                          f"the vocabulary's size ({len(vocab)} classes in data.vocabulary)")
-    return params
+    return with_data(cfg.params, task=spec.task if spec is not None else None,
+                     num_classes=data.num_classes(spec or cfg.data), vocabulary=data.vocabulary(spec or cfg.data),
+                     feature_columns=spec.feature_columns if spec is not None else None,
+                     label_stats=spec.label_stats if spec is not None else None)
 
 
 def build_estimator(cfg: JobConfig, *, model_dir: str | None = None, model_fn=None):

@@ -38,6 +38,7 @@ from tpuestimator.jobs.model_dir_jobs import write_warmup
 from tpuestimator.jobs.model_dir_lock import model_dir_lock
 from tpuestimator.jobs.modeldir import CONFIG_FILE, check_model_dir, default_model_dir, unappliable_settings_error
 from tpuestimator.jobs.preflight import check_job
+from tpuestimator.models.params import DataParams
 from tpuestimator.runs import RunRecorder
 from tpuestimator.runs.hook import RecorderHook
 from tpuestimator.runs.job_record import add_nonfinite_report, job_flags, model_summary, planned_rows
@@ -304,7 +305,7 @@ def _train(cfg, estimator, recorder, hooks, progress, export, export_scratch=Non
     if cfg.train.steps is not None:
         max_steps = estimator.global_step + cfg.train.steps
 
-    num_classes = estimator.params.get("num_classes")
+    num_classes = DataParams.from_params(estimator.params).num_classes
     # an input error names its file and record, in the train data or (at an evaluation) the eval data
     with data.translate_errors(spec, "eval", num_classes=num_classes) if eval_fn else contextlib.nullcontext(), \
             data.translate_errors(spec, "train", num_classes=num_classes), \

@@ -21,6 +21,7 @@ from tpuestimator.errors import ConfigError
 from tpuestimator.jobs.from_config import build_estimator, input_fn_for
 from tpuestimator.jobs.model_dir_lock import model_dir_lock
 from tpuestimator.models.feature_columns import input_name
+from tpuestimator.models.params import DataParams
 from tpuestimator.serving import litert
 from tpuestimator.serving.export_info import EXPORT_META, read_export_info, write_export_info
 from tpuestimator.serving.exports import data_serving_inputs, is_export_dir, write_export_metadata
@@ -75,7 +76,7 @@ def evaluate_job(model_dir: str, *, overrides: Iterable[str] = (), data_pattern:
             raise ConfigError("MODEL_DIR", model_dir, "a model dir holding a checkpoint (train first)")
         input_fn = input_fn_for(cfg, "eval", data_pattern)
         # the section the input reads (with --data's files): an error names the file and record read
-        with data.translate_errors(input_fn.data_spec, "eval", num_classes=estimator.params.get("num_classes")):
+        with data.translate_errors(input_fn.data_spec, "eval", num_classes=DataParams.from_params(estimator.params).num_classes):
             return estimator.evaluate(input_fn)
 
 

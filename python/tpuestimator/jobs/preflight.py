@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tpuestimator import data
 from tpuestimator.config import JobConfig
+from tpuestimator.models.params import DataParams
 
 
 def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
@@ -25,7 +26,7 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool) -> None:
     if has_eval:
         estimator.per_replica_batch(cfg.eval.batch_size, "eval.batch_size")
     spec = data.resolve_section(cfg.data)
-    num_classes = data.num_classes(spec) or estimator.params.get("num_classes")
+    num_classes = data.num_classes(spec) or DataParams.from_params(estimator.params).num_classes
     for mode in ("train", "eval") if has_eval else ("train",):
         # Labels first: their check reads further and says what the scan cannot (nothing trained).
         data.check_labels(spec, mode, num_classes=num_classes)

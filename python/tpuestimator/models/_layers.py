@@ -49,10 +49,3 @@ def accuracy_report() -> dict:
         return keras.metrics.sparse_categorical_accuracy(labels, outputs)
 
     return {"accuracy": as_written(accuracy)}
-
-
-def num_classes(params: dict) -> int:
-    n = params.get("num_classes")
-    if not isinstance(n, int) or n < 1:
-        raise ModelFnError(f"params['num_classes'] must be a positive integer. Received: num_classes={n!r}")
-    return n

@@ -19,91 +19,57 @@ mean over the batch; scikit-learn's `LogisticRegression(C=c)` on n training rows
 The model receives the numbers of `models.table_preprocessing` (float32 numerics, int32 indices); the
 export's signatures take raw values (the preprocessing is its `serving_preprocess`). `linear`
 on data that is no table is the plain `tabular.linear`.
+
+Each model parses its params dict once into its typed params (`models.params.LinearParams`,
+`DNNParams`, `WideAndDeepParams`: the defaults and the checks) and reads them by attribute.
 """
 from __future__ import annotations
 
 import logging
 
-from tpuestimator.errors import ConfigError, ModelFnError
+from tpuestimator.errors import ConfigError
 from tpuestimator.models import tabular
-from tpuestimator.models.column_spec import ColumnSpec, parse_columns
-from tpuestimator.models.feature_columns import check_input_names, input_name
-from tpuestimator.models.heads import head_spec, output_units
+from tpuestimator.models.column_spec import ColumnSpec
+from tpuestimator.models.feature_columns import input_name
+from tpuestimator.models.heads import head_spec
+from tpuestimator.models.params import CannedParams, DNNParams, LinearParams, WideAndDeepParams
 
 log = logging.getLogger(__name__)
 _TOLD_EMPTY_PART: set = set()
 
-# The parameters each canned model reads and their defaults when `params` leaves them out
-# (tables.api maps a run's short flag names, e.g. `learning_rate`, through these). The
-# optimizers and learning rates are benchmarks/bench_tables_defaults.py's choice over 10 real
-# tables (docs/tables.md; benchmarks/tables_defaults_results.md): `linear` at Adam 0.05 was
-# 1.46x least squares' RMSE on Ames house prices, at Ftrl 0.2 0.87x.
-_DNN_DEFAULTS = {"optimizer": "adam", "learning_rate": 0.001, "hidden_units": [64, 32], "dropout": 0.0,
-                 "batch_norm": False}
-PARAM_DEFAULTS: dict[str, dict] = {
-    "linear": {"optimizer": "ftrl", "learning_rate": 0.2, "l2_regularization": 0.0},
-    "dnn": _DNN_DEFAULTS,
-    "wide_and_deep": {**_DNN_DEFAULTS, "linear_optimizer": "ftrl", "linear_learning_rate": 0.05,
-                      "l2_regularization": 0.0},
-}
-
-
-def _columns(params: dict) -> dict[str, ColumnSpec]:
-    """The table's columns: params (plain, as a model function's are) hold the manifest's dicts."""
-    columns = params.get("feature_columns")
-    if not columns:
-        raise ModelFnError("this model needs a table: write one with `tpuestimator data write table.csv --label y` "
-                           "(or tpuestimator.tables.write_table) and name its manifest in data.manifest.")
-    check_input_names(list(columns), where="data.feature_columns")
-    return parse_columns(columns, where="params.feature_columns")
-
-
-def _inputs(params: dict):
+def _inputs(params: CannedParams):
     import keras
 
-    columns = _columns(params)
     # keyed by input name, as `table_preprocessing` hands the model its features
     return {input_name(name): keras.Input(shape=(), dtype="float32" if c.type == "numeric" else "int32",
-                                          name=input_name(name)) for name, c in columns.items()}
+                                          name=input_name(name)) for name, c in params.feature_columns.items()}
 
 
-def _serving(params: dict) -> dict:
+def _serving(params: CannedParams) -> dict:
     import tensorflow as tf
 
     from tpuestimator.models.table_preprocessing import preprocessor_for
 
-    columns = _columns(params)
+    columns = params.feature_columns
     inputs = {name: tf.TensorSpec([], tf.as_dtype(c.dtype), name=input_name(name))
               for name, c in columns.items() if c.stored}
     return {"serving_inputs": inputs, "serving_preprocess": preprocessor_for(columns)}
 
 
-def _optimizer(params: dict, model: str, prefix: str = ""):
-    """The Keras optimizer `params.<prefix>optimizer` at `params.<prefix>learning_rate`, each
-    `PARAM_DEFAULTS[model]`'s when left out (the documented defaults: docs/tables.md)."""
+def _optimizer(kind: str, learning_rate: float):
+    """The Keras optimizer `kind` (one of `models.params.OPTIMIZERS`, checked when parsed)."""
     import keras
 
-    defaults = PARAM_DEFAULTS[model]
-    kind = params.get(f"{prefix}optimizer", defaults[f"{prefix}optimizer"])
-    lr = float(params.get(f"{prefix}learning_rate", defaults[f"{prefix}learning_rate"]))
     makers = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "adagrad": keras.optimizers.Adagrad,
               "ftrl": keras.optimizers.Ftrl, "rmsprop": keras.optimizers.RMSprop}
-    if kind not in makers:
-        raise ConfigError(f"params.{prefix}optimizer", kind, " | ".join(makers))
-    return makers[kind](learning_rate=lr)
+    return makers[kind](learning_rate=float(learning_rate))
 
 
-def _l2(params: dict):
-    """The L2 penalty of the linear weights (`params.l2_regularization`), or None.
-
-    Raises:
-      ConfigError: naming the param when it is no number >= 0.
-    """
+def _l2(params: LinearParams | WideAndDeepParams):
+    """The L2 penalty of the linear weights (`l2_regularization`), or None."""
     import keras
 
-    value = params.get("l2_regularization", PARAM_DEFAULTS["linear"]["l2_regularization"])
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ConfigError("params.l2_regularization", value, "a number >= 0 (0: no penalty), e.g. 0.001")
+    value = params.l2_regularization
     return keras.regularizers.L2(float(value)) if value else None
 
 
@@ -162,16 +128,13 @@ def _deep_input(inputs, columns, names, name: str):
     return parts[0] if len(parts) == 1 else keras.layers.Concatenate(name=f"{name}_inputs")(parts)
 
 
-def _dnn_tower(x, params: dict, name: str):
+def _dnn_tower(x, params: DNNParams, name: str):
     import keras
 
-    hidden = params.get("hidden_units", list(_DNN_DEFAULTS["hidden_units"]))
-    if not isinstance(hidden, list) or not all(isinstance(u, int) and u > 0 for u in hidden):
-        raise ConfigError("params.hidden_units", hidden, "a list of positive integers, e.g. [64, 32]")
-    dropout = float(params.get("dropout", 0.0) or 0.0)
-    for i, units in enumerate(hidden):
+    dropout = params.dropout
+    for i, units in enumerate(params.hidden_units):
         x = keras.layers.Dense(units, name=f"{name}_hidden_{i}")(x)
-        if params.get("batch_norm", False):
+        if params.batch_norm:
             x = keras.layers.BatchNormalization(name=f"{name}_batch_norm_{i}")(x)
         x = keras.layers.Activation("relu")(x)
         if dropout:
@@ -183,43 +146,46 @@ def linear(params: dict):
     """Linear / logistic regression on a table's columns (on other numeric data: `tabular.linear`)."""
     import keras
 
-    if not params.get("feature_columns"):
+    if not CannedParams.on_table(params):
         return tabular.linear(params)
-    columns = _columns(params)
-    inputs = _inputs(params)
-    out = _wide_logits(inputs, columns, output_units(params), list(columns), "linear", _l2(params))
+    p = LinearParams.from_params(params)
+    columns = p.feature_columns
+    inputs = _inputs(p)
+    out = _wide_logits(inputs, columns, p.units(), list(columns), "linear", _l2(p))
     model = keras.Model(inputs, out, name="linear")
-    return head_spec(params, model, _optimizer(params, "linear"), **_serving(params))
+    return head_spec(p, model, _optimizer(p.optimizer, p.learning_rate), **_serving(p))
 
 
 def dnn(params: dict):
     """A feed-forward network on a table's columns: `hidden_units`, `dropout`, `batch_norm`."""
     import keras
 
-    columns = _columns(params)
-    inputs = _inputs(params)
-    x = _dnn_tower(_deep_input(inputs, columns, list(columns), "dnn"), params, "dnn")
-    out = keras.layers.Dense(output_units(params), dtype="float32", name="outputs")(x)
+    p = DNNParams.from_params(params)
+    columns = p.feature_columns
+    inputs = _inputs(p)
+    x = _dnn_tower(_deep_input(inputs, columns, list(columns), "dnn"), p, "dnn")
+    out = keras.layers.Dense(p.units(), dtype="float32", name="outputs")(x)
     model = keras.Model(inputs, out, name="dnn")
-    return head_spec(params, model, _optimizer(params, "dnn"), **_serving(params))
+    return head_spec(p, model, _optimizer(p.optimizer, p.learning_rate), **_serving(p))
 
 
 def wide_and_deep(params: dict):
     """The linear model on the wide columns plus the dnn on the deep ones, summed; two optimizers."""
     import keras
 
-    columns = _columns(params)
-    inputs = _inputs(params)
+    p = WideAndDeepParams.from_params(params)
+    columns = p.feature_columns
+    inputs = _inputs(p)
     wide_names, deep_names = wide_and_deep_parts(columns)
-    units = output_units(params)
-    wide = _wide_logits(inputs, columns, units, wide_names, "wide", _l2(params))
+    units = p.units()
+    wide = _wide_logits(inputs, columns, units, wide_names, "wide", _l2(p))
     deep = keras.layers.Dense(units, dtype="float32", name="deep_outputs")(
-        _dnn_tower(_deep_input(inputs, columns, deep_names, "deep"), params, "deep"))
+        _dnn_tower(_deep_input(inputs, columns, deep_names, "deep"), p, "deep"))
     out = keras.layers.Add(name="outputs")([wide, deep])
     model = keras.Model(inputs, out, name="wide_and_deep")
-    optimizer = part_optimizers(wide=_optimizer(params, "wide_and_deep", "linear_"),
-                                deep=_optimizer(params, "wide_and_deep"), wide_prefix="wide_")
-    return head_spec(params, model, optimizer, **_serving(params))
+    optimizer = part_optimizers(wide=_optimizer(p.linear_optimizer, p.linear_learning_rate),
+                                deep=_optimizer(p.optimizer, p.learning_rate), wide_prefix="wide_")
+    return head_spec(p, model, optimizer, **_serving(p))
 
 
 def wide_and_deep_parts(columns: dict[str, ColumnSpec]) -> tuple[list[str], list[str]]:

@@ -5,7 +5,8 @@ the `mode` branches disappear (the Estimator handles replicas and modes).
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input
+from tpuestimator.models.params import DataParams
 from tpuestimator.spec import ModelSpec, classification_predictions
 from tpuestimator.system.graph_code import as_written
 
@@ -19,6 +20,7 @@ def cnn(params: dict) -> ModelSpec:
     """
     import keras
 
+    data = DataParams.from_params(params)
     filters = params.get("filters", [32, 64])
     kernel = params.get("kernel_size", 5)
     inputs, image = image_input(params)
@@ -31,7 +33,7 @@ def cnn(params: dict) -> ModelSpec:
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(params.get("dense_units", 128), activation="relu")(x)
     x = keras.layers.Dropout(params.get("dropout", 0.4))(x)
-    logits = keras.layers.Dense(num_classes(params), dtype="float32", name="logits")(x)
+    logits = keras.layers.Dense(data.classes(), dtype="float32", name="logits")(x)
     model = keras.Model(inputs, logits, name="cnn")
 
     lr = params.get("learning_rate", 0.001)
@@ -47,5 +49,5 @@ def cnn(params: dict) -> ModelSpec:
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
         predictions=as_written(classification_predictions),
-        class_names=params.get("vocabulary"),
+        class_names=data.class_names,
     )

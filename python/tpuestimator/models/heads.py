@@ -5,69 +5,40 @@ to the exports, sees two classes) and regression (one float output; loss `mse` o
 RMSE, R²), each as a `ModelSpec` around a Keras model.
 
 A regressor learns the STANDARDIZED label, `(y - mean) / std` with the training rows' mean and
-std (`params.label_stats`, from the table's manifest): its last layer (`LabelScale`) turns that
+std (`CannedParams.label_stats`, from the table's manifest): its last layer (`LabelScale`) turns that
 back into the label's units, so predictions, exports, MAE, RMSE and R² are in the label's units
 while the weights start where the answer is (the mean) and move on the label's scale whatever
 it is (a label of mean 65 and sd 3.5 trains like one of mean 0 and sd 1). The loss is the
 squared (Huber) error divided by the variance: the loss of the standardized label (Huber's
 `huber_delta` stays in the label's units). `params.standardize_label: false` turns it off.
+
+Each function takes the model's typed params (`models.params.CannedParams`), parsed once by the
+model function.
 """
 from __future__ import annotations
 
-from tpuestimator.errors import ConfigError
-from tpuestimator.models._layers import accuracy_report, classifier_loss, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss
+from tpuestimator.models.params import CannedParams
 from tpuestimator.spec import ModelSpec, classification_predictions
 from tpuestimator.system.graph_code import as_written
 
-LOSSES = ("mse", "huber")
 
-
-def task(params: dict) -> str:
-    """`classification` or `regression`: the config's `params.task`, else the data's."""
-    value = params.get("task", "classification")
-    if value not in ("classification", "regression"):
-        raise ConfigError("params.task", value, "classification | regression")
-    return value
-
-
-def output_units(params: dict) -> int:
-    """How many numbers the canned model computes: 1 for regression and for binary classification
-    (one logit: an L2 penalty on its weights is logistic regression's; two softmax logits would
-    share the penalty between two weight vectors and halve it), else `num_classes`."""
-    if task(params) == "regression":
-        return 1
-    n = num_classes(params)
-    return 1 if n == 2 else n
-
-
-def label_scale(params: dict) -> tuple[float, float]:
+def label_scale(params: CannedParams) -> tuple[float, float]:
     """(mean, std) of the regression label the model learns standardized; (0, 1) without
-    `params.label_stats` or with `params.standardize_label: false`.
-
-    Raises:
-      ConfigError: naming `params.label_stats` when it is no {mean, std > 0}.
-    """
-    stats = params.get("label_stats")
-    if not stats or not params.get("standardize_label", True):
+    `label_stats` or with `standardize_label: false`."""
+    stats = params.label_stats
+    if stats is None or not params.standardize_label:
         return 0.0, 1.0
-    try:
-        mean, std = float(stats["mean"]), float(stats["std"])
-    except (KeyError, TypeError, ValueError):
-        mean, std = 0.0, -1.0
-    if not std > 0:
-        raise ConfigError("params.label_stats", stats, "{mean: m, std: s} with s > 0 (the training label's)")
-    return mean, std
+    return stats.mean, stats.std
 
 
-def regression_loss(params: dict):
+def regression_loss(params: CannedParams):
     """Per-example loss `(labels [b], outputs [b, 1]) -> [b]`: squared error, or Huber (`huber_delta`),
     divided by the label's variance (`label_scale`)."""
     import keras
 
-    kind = params.get("loss", "mse")
-    if kind not in LOSSES:
-        raise ConfigError("params.loss", kind, " | ".join(LOSSES))
-    delta = float(params.get("huber_delta", 1.0))
+    kind = params.loss
+    delta = float(params.huber_delta)
     inverse_variance = 1.0 / label_scale(params)[1] ** 2
 
     def loss(labels, outputs):
@@ -144,20 +115,20 @@ def with_binary_logits(model):
     return keras.Model(model.input, outputs, name=model.name)
 
 
-def head_spec(params: dict, model, optimizer, *, serving_inputs=None, serving_preprocess=None) -> ModelSpec:
-    """The `ModelSpec` of a canned model whose Keras `model` returns `output_units(params)` values
+def head_spec(params: CannedParams, model, optimizer, *, serving_inputs=None, serving_preprocess=None) -> ModelSpec:
+    """The `ModelSpec` of a canned model whose Keras `model` returns `params.units()` values
     (its outputs: the prediction in the label's units, or `num_classes` logits)."""
-    if task(params) == "regression":
+    if params.is_regression:
         model = with_label_scale(model, *label_scale(params))
         return ModelSpec(model=model, loss=regression_loss(params), optimizer=optimizer,
                          metrics=regression_metrics(), predictions=as_written(regression_predictions),
                          serving_inputs=serving_inputs, serving_preprocess=serving_preprocess)
     import keras
 
-    if num_classes(params) == 2:
+    if params.classes() == 2:
         model = with_binary_logits(model)
     return ModelSpec(model=model, loss=classifier_loss(), optimizer=optimizer,
                      metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
                      report=accuracy_report(), predictions=as_written(classification_predictions),
-                     class_names=params.get("vocabulary"), serving_inputs=serving_inputs,
+                     class_names=params.class_names, serving_inputs=serving_inputs,
                      serving_preprocess=serving_preprocess)

@@ -6,7 +6,8 @@ The seed computes logits, then `probabilities = softmax(logits)`, `class_int = a
 """
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, image_input
+from tpuestimator.models.params import DataParams
 from tpuestimator.spec import ModelSpec, classification_predictions
 from tpuestimator.system.graph_code import as_written
 
@@ -20,7 +21,8 @@ def image_classifier(params: dict) -> ModelSpec:
     """
     import keras
 
-    n = num_classes(params)
+    data = DataParams.from_params(params)
+    n = data.classes()
     inputs, image = image_input(params)
     bn = params.get("batch_norm", True)
 
@@ -45,5 +47,5 @@ def image_classifier(params: dict) -> ModelSpec:
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
         predictions=as_written(classification_predictions),
-        class_names=params.get("vocabulary"),
+        class_names=data.class_names,
     )

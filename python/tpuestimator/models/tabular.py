@@ -1,7 +1,8 @@
 """`linear` and `mlp` model functions over any numeric features (flattened and concatenated)."""
 from __future__ import annotations
 
-from tpuestimator.models._layers import accuracy_report, classifier_loss, feature_inputs, num_classes
+from tpuestimator.models._layers import accuracy_report, classifier_loss, feature_inputs
+from tpuestimator.models.params import DataParams
 from tpuestimator.spec import ModelSpec, classification_predictions
 from tpuestimator.system.graph_code import as_written
 
@@ -20,8 +21,8 @@ def _flat_inputs(params):
 def _head(params, inputs, x, name):
     import keras
 
-    task = params.get("task", "classification")
-    if task == "regression":
+    data = DataParams.from_params(params)
+    if data.is_regression:
         out = keras.layers.Dense(params.get("num_outputs", 1), dtype="float32", name="outputs")(x)
         mse = keras.losses.MeanSquaredError(reduction=None)
         return ModelSpec(
@@ -31,7 +32,7 @@ def _head(params, inputs, x, name):
             metrics={"mae": keras.metrics.MeanAbsoluteError()},
             predictions=lambda outputs: {"predictions": outputs},
         )
-    logits = keras.layers.Dense(num_classes(params), dtype="float32", name="logits")(x)
+    logits = keras.layers.Dense(data.classes(), dtype="float32", name="logits")(x)
     return ModelSpec(
         model=keras.Model(inputs, logits, name=name),
         loss=classifier_loss(),
@@ -39,7 +40,7 @@ def _head(params, inputs, x, name):
         metrics={"accuracy": keras.metrics.SparseCategoricalAccuracy()},
         report=accuracy_report(),
         predictions=as_written(classification_predictions),
-        class_names=params.get("vocabulary"),
+        class_names=data.class_names,
     )
 
 

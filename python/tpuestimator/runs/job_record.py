@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 
 from tpuestimator.config import JobConfig
 from tpuestimator.runs.metric_rows import planned_row_count
@@ -37,9 +36,7 @@ def job_flags(cfg: JobConfig) -> dict:
         key = item.partition("=")[0].strip()
         if key.startswith("params.") or key in flags:
             continue
-        node = cfg.raw
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
+        node = cfg.value_at(key)
         if node is not None and not isinstance(node, (dict, list)):
             flags[key] = node
     return flags

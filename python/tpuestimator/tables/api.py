@@ -35,13 +35,13 @@ def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str
     """``key=value`` overrides for `flags` on the table config `cfg` (with `overrides` applied).
 
     The canned models read parameters the table config leaves out (`learning_rate`,
-    `hidden_units`, ...; `models.canned.PARAM_DEFAULTS`), so their short names are looked up
+    `hidden_units`, ...; `models.params.PARAM_DEFAULTS`), so their short names are looked up
     as if the config held the defaults: ``learning_rate`` sets ``params.learning_rate`` as it
     does for a config that names it.
     """
     from tpuestimator.config import load_config
     from tpuestimator.config_flags import flag_overrides
-    from tpuestimator.models.canned import PARAM_DEFAULTS
+    from tpuestimator.models.params import PARAM_DEFAULTS
 
     with_defaults = dict(cfg)
     with_defaults["params"] = {**PARAM_DEFAULTS.get(model, {}), **dict(cfg.get("params") or {})}

@@ -55,7 +55,7 @@ def tune_table(source: Any, *, label: str, flags: Mapping[str, Any], model: str 
       ConfigError: a flag that names no configuration field (before the table is written).
     """
     from tpuestimator.jobs.tune import flag_grid, tuning_run
-    from tpuestimator.models.canned import PARAM_DEFAULTS
+    from tpuestimator.models.params import PARAM_DEFAULTS
     from tpuestimator.tables.api import table_config, table_flag_overrides, with_early_stopping
     from tpuestimator.tables.frames import read_table
     from tpuestimator.tables.stopping import early_stopping_config
