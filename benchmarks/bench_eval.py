@@ -28,6 +28,8 @@ import common  # noqa: E402
 common.setup_path()
 
 RECORDS = {"linear": 10_000, "cnn": 2_000}
+# issue 31 item 5: the cnn's evaluation and prediction against the bare loops (wall, median per repeat)
+TARGETS = {("cnn", "eval/estimator/bare"): 0.97, ("cnn", "predict/estimator/bare"): 0.95}
 REPEATS = {"linear": 9, "cnn": 5}
 
 
@@ -88,9 +90,10 @@ def bare_predict_fn(model, pattern: str, batch: int):
 
 
 def timed(fn):
-    t0 = time.perf_counter()
+    """(wall s, out, process CPU s) of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, out, time.process_time() - c0
 
 
 def bench_workload(workload: str, pattern: str, n: int, *, batch: int, repeats: int, log, smoke: bool = False) -> dict:
@@ -122,16 +125,21 @@ def bench_workload(workload: str, pattern: str, n: int, *, batch: int, repeats: 
             np.array([p["class_id"] for p in first["predict/estimator"][1]]), first["predict/bare"][1][1])),
     }
     log(f"  {workload}: checks {checks}")
-    times = ({k: [first[k][0]] for k in runners} if smoke else
-             common.interleave({k: (lambda f=f: f()[0]) for k, f in runners.items()}, repeats))
-    configs = {k: {"examples_per_sec": common.summarize([n / t for t in v]), "seconds": common.summarize(v)}
+    passes = ({k: [(first[k][0], first[k][2])] for k in runners} if smoke else
+              common.interleave({k: (lambda f=f: (lambda r: (r[0], r[2]))(f())) for k, f in runners.items()}, repeats))
+    times = {k: [w for w, _ in v] for k, v in passes.items()}
+    cpu = {k: [c for _, c in v] for k, v in passes.items()}
+    configs = {k: {"examples_per_sec": common.summarize([n / t for t in v]), "seconds": common.summarize(v),
+                   "cpu_us_per_example": common.summarize([1e6 * c / n for c in cpu[k]])}
                for k, v in times.items()}
-    ratios = {}
+    ratios, cpu_efficiency = {}, {}
     for kind in ("eval", "predict"):
         for name in times:
             if name.startswith(f"{kind}/") and name != f"{kind}/bare":
                 ratios[f"{name}/bare"] = common.paired_ratio(times[f"{kind}/bare"], times[name])
-    return {"configs": configs, "ratios": ratios, "checks": checks,
+                # bare's process CPU per pass / this configuration's (> 1: it does less work)
+                cpu_efficiency[f"{name}/bare"] = common.paired_ratio(cpu[f"{kind}/bare"], cpu[name])
+    return {"configs": configs, "ratios": ratios, "cpu_efficiency": cpu_efficiency, "checks": checks,
             "plan": {"examples": n, "batch_size": batch, "repeats": repeats}}
 
 
@@ -162,12 +170,16 @@ def main(argv=None) -> int:
             log(f"  {workload} {name}: {c['examples_per_sec']['median']:.0f} examples/s "
                 f"(spread {c['examples_per_sec']['spread']:.0%})")
         for key, stats in res["ratios"].items():
-            ratios[f"{workload}:{key}"] = stats
-            log(f"  {workload} {key} = {common.fmt_ratio(stats)}")
+            target = TARGETS.get((workload, key))
+            ratios[f"{workload}:{key}"] = common.check_target(stats, target) if target else stats
+            log(f"  {workload} {key} = {common.fmt_ratio(stats)}; cpu-efficiency "
+                f"{common.fmt_ratio(res['cpu_efficiency'][key])}")
+    targets = {f"{w}:{k}": t for (w, k), t in TARGETS.items() if f"{w}:{k}" in ratios}
     path = common.write_results("eval", args.out, smoke=args.smoke, args=vars(args), results=results,
-                                ratios=ratios,
+                                ratios=ratios, targets=targets,
                                 notes=["examples/s of one whole pass (eval: every example once, last batch "
-                                       "padded); ratios per interleaved repeat (> 1: faster than bare)"])
+                                       "padded); ratios per interleaved repeat (> 1: faster than bare); "
+                                       "cpu_efficiency: bare's process CPU per pass / the configuration's"])
     log(f"wrote {path}")
     return 0
 

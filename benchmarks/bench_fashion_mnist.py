@@ -8,6 +8,9 @@ config (model `cnn`, Adam, learning rate 0.001, batch 128, 100 iterations per lo
 
 - `tpuestimator`: the Estimator built from the example's config (`build_estimator`, the config's
   input functions), `train(steps=K)` then `evaluate()` over every test image, in one process.
+- `tpuestimator_bf16`: the same, under `run.precision: mixed_bfloat16` (Keras's policy: bfloat16
+  compute, float32 variables); goals: at least 1.5x the float32 peer's step in CPU per step, test
+  accuracy within 0.5 points of it (issue 31, item 3).
 - `keras`: Keras 3 `fit` on the same network (the `cnn` model function's Keras model, its Adam),
   `steps_per_execution` = iterations per loop, `validation_data` = every test image, one
   epoch of K steps per segment; the records read by a hand-written tf.data pipeline
@@ -20,7 +23,7 @@ config (model `cnn`, Adam, learning rate 0.001, batch 128, 100 iterations per lo
 
 Each peer is its own child process, driven segment by segment: in each round every peer trains
 K steps (`--eval-every`) and evaluates over every test image, one peer at a time, in an order
-rotating each round, so all three see the same load. Per peer: test accuracy after the last
+rotating each round, so all see the same load. Per peer: test accuracy after the last
 segment; steps/s in the steady loop (a segment's loops after its first, which holds the TF1
 program's graph building and checkpoint restore); and time to 88% test accuracy: the wall time of
 the segments (training and evaluation) up to the first evaluation at or above 0.88, with the
@@ -34,12 +37,13 @@ reports x 2 for FMA x 2 FMA units per core (assumed: server cores since Skylake-
 not readable from /proc/cpuinfo) x the clock lscpu reports (max MHz, else the model name's GHz)).
 
     nice -n 10 .venv/bin/python benchmarks/bench_fashion_mnist.py [--smoke] [--steps 3000]
-        [--eval-every 500] [--peers tpuestimator,keras,tf1] [--tf215-python PATH] [--out DIR]
+        [--eval-every 500] [--peers tpuestimator,tpuestimator_bf16,keras,tf1] [--tf215-python PATH] [--out DIR]
+        [--md FILE]
 
-Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (not in smoke runs;
-`--render JSON` rewrites it from a JSON file the script wrote, running nothing).
-`--smoke`: 600 training and 100 test images, 2 segments of 20 steps, batch 16, peers tpuestimator
-and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates), each in a thread
+Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (`--md FILE`: there
+instead; not in smoke runs; `--render JSON` rewrites it from a JSON file the script wrote, running nothing).
+`--smoke`: 600 training and 100 test images, 2 segments of 20 steps, batch 16, peers tpuestimator,
+tpuestimator_bf16 and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates), each in a thread
 of this process instead of a child process (same protocol).
 """
 from __future__ import annotations
@@ -67,7 +71,11 @@ ACCURACY_BAR = 0.88
 ACCURACY_POINTS = 0.5          # |tpuestimator - tf1| test accuracy, points
 TARGETS = {"tpuestimator/tf1": 1.3, "tpuestimator/keras": 1.1}   # steps/s
 TIME_TO_BAR_TARGET = 0.7       # tpuestimator / tf1 time to 88%, at most
-PEERS = ("tpuestimator", "keras", "tf1")
+PEERS = ("tpuestimator", "tpuestimator_bf16", "keras", "tf1")
+# `tpuestimator_bf16`: the same Estimator under `run.precision: mixed_bfloat16` (issue 31, item 3: at least
+# 1.5x the float32 step, CPU per step, at test accuracy within 0.5 points)
+PRECISION = {"tpuestimator_bf16": "mixed_bfloat16"}
+BF16_SPEEDUP = 1.5
 
 
 # ---------------------------------------------------------------------------- the children
@@ -79,7 +87,8 @@ def _child_ours(spec: dict):
 
     cfg = load_config(spec["config"], [f"train.batch_size={spec['batch_size']}",
                                        f"params.learning_rate={spec['learning_rate']}",
-                                       f"train.iterations_per_loop={spec['steps_per_loop']}"])
+                                       f"train.iterations_per_loop={spec['steps_per_loop']}",
+                                       f"run.precision={spec.get('precision', 'float32')}"])
     estimator = build_estimator(cfg, model_dir=spec["model_dir"])
     train_fn, eval_fn = input_fn_for(cfg, "train"), input_fn_for(cfg, "eval")
 
@@ -96,7 +105,9 @@ def _child_ours(spec: dict):
         estimator.train(train_fn, steps=spec["segment_steps"], hooks=[clock], save_final_checkpoint=False)
         t1, c1 = time.perf_counter(), time.process_time()
         result = estimator.evaluate(eval_fn)
-        return {"step": int(result["global_step"]), "train_wall": t1 - t0, "train_cpu": c1 - c0,
+        compute_dtype = next(layer for layer in estimator.model.layers if layer.weights).compute_dtype
+        return {"step": int(result["global_step"]), "compute_dtype": compute_dtype,
+                "train_wall": t1 - t0, "train_cpu": c1 - c0,
                 "steady_wall": clock.stamps[-1] - clock.stamps[0] if len(clock.stamps) > 1 else None,
                 "steady_steps": (len(clock.stamps) - 1) * spec["steps_per_loop"],
                 "eval_wall": time.perf_counter() - t1, "accuracy": float(result["accuracy"]),
@@ -410,7 +421,7 @@ def run(args) -> dict:
     children = {}
     try:
         for name in peers:   # one at a time: start-up is not measured
-            peer_spec = dict(spec, model_dir=str(work / f"model-{name}"))
+            peer_spec = dict(spec, model_dir=str(work / f"model-{name}"), precision=PRECISION.get(name, "float32"))
             spec_path = work / f"{name}.json"
             spec_path.write_text(json.dumps(peer_spec))
             if name == "tf1":
@@ -439,7 +450,8 @@ def run(args) -> dict:
         segs = child.segments
         timed = segs[1:] if len(segs) > 1 else segs   # the first round: tracing, first fill of the cache
         per_peer[name] = {
-            "accuracy": segs[-1]["accuracy"], "accuracy_by_step": {s["step"]: s["accuracy"] for s in segs},
+            "accuracy": segs[-1]["accuracy"], "compute_dtype": segs[-1].get("compute_dtype", "float32"),
+            "accuracy_by_step": {s["step"]: s["accuracy"] for s in segs},
             "steps_per_sec": common.summarize([steady(s) for s in timed]),
             "cpu_ms_per_step": common.summarize([1000 * s["train_cpu"] / segment_steps for s in timed]),
             "eval_seconds": common.summarize([s["eval_wall"] for s in segs]),
@@ -466,12 +478,19 @@ def run(args) -> dict:
         goals.append({"goal": f"time to {ACCURACY_BAR:.0%} test accuracy tpuestimator/tf1 <= {TIME_TO_BAR_TARGET}",
                       "measured": f"{ratio:.2f}" if ratio else "n/a (a peer never reached it)",
                       "met": bool(ratio is not None and ratio <= TIME_TO_BAR_TARGET)})
+    if "tpuestimator" in per_peer and "tpuestimator_bf16" in per_peer:
+        goals += bf16_goals(per_peer["tpuestimator"], per_peer["tpuestimator_bf16"], children)
     flops = flops_per_step(batch)
     peak = cpu_peak()
     for res in per_peer.values():
         sps = res["steps_per_sec"]["median"]
         res["flops_per_sec"] = flops["train_flops_per_step"] * sps if sps else None
         res["fraction_of_peak"] = res["flops_per_sec"] / peak["peak_flops"] if sps and peak["peak_flops"] else None
+        # per CPU second (one core's peak): what other users' load does not change
+        cpu_ms = res["cpu_ms_per_step"]["median"]
+        res["fraction_of_core_peak_per_cpu_s"] = (flops["train_flops_per_step"] / (cpu_ms / 1000) /
+                                                  (peak["peak_flops"] / peak["cores"])
+                                                  if cpu_ms and peak["peak_flops"] else None)
     if "tf1" not in peers:
         notes.append("tf1 not run (smoke runs leave out the TF 2.15 peer: its venv is created by a full run)"
                      if args.smoke else "tf1 not run: left out by --peers")
@@ -490,10 +509,26 @@ def run(args) -> dict:
     text = render(json.loads(path.read_text()))
     print(text)
     if not args.smoke:
-        RESULTS_MD.write_text(text)
-        print(f"wrote {RESULTS_MD}")
+        Path(args.md).write_text(text)
+        print(f"wrote {args.md}")
     print(f"wrote {path}")
     return results
+
+
+def bf16_goals(f32: dict, bf16: dict, children: dict) -> list[dict]:
+    """mixed_bfloat16 against float32: CPU per step (medians, what load distorts least), steps/s paired
+    by round, and the test accuracy difference."""
+    speedup = f32["cpu_ms_per_step"]["median"] / bf16["cpu_ms_per_step"]["median"]
+    a, b = children["tpuestimator_bf16"].segments, children["tpuestimator"].segments
+    paired = common.summarize([steady(x) / steady(y) for x, y in zip(a[1:] or a, b[1:] or b) if steady(x) and steady(y)])
+    bf16["speedup_cpu_per_step"], bf16["speedup_steps_per_sec"] = speedup, paired
+    diff = 100 * (bf16["accuracy"] - f32["accuracy"])
+    return [{"goal": f"mixed_bfloat16 step at least {BF16_SPEEDUP}x the float32 step (CPU per step, medians)",
+             "measured": f"{speedup:.2f}x ({f32['cpu_ms_per_step']['median']:.0f} / "
+                         f"{bf16['cpu_ms_per_step']['median']:.0f} ms); steps/s paired by round "
+                         f"{common.fmt_ratio(paired)}", "met": speedup >= BF16_SPEEDUP},
+            {"goal": f"mixed_bfloat16 test accuracy within {ACCURACY_POINTS} points of float32",
+             "measured": f"{diff:+.2f} points", "met": abs(diff) <= ACCURACY_POINTS}]
 
 
 def render(d: dict) -> str:
@@ -518,11 +553,14 @@ def render(d: dict) -> str:
                   "CPUs, from other users): the speed figures and ratios are noisy, each peer's share of the CPUs "
                   "varying from turn to turn; the accuracy figures do not depend on load.", ""]
     lines += ["| peer | test accuracy | steps/s (steady loop, median; range) | CPU ms / step | "
-              f"time to {ACCURACY_BAR:.0%} (s, train + eval) | at step | fraction of float32 peak |",
-              "|---|---|---|---|---|---|---|"]
+              f"time to {ACCURACY_BAR:.0%} (s, train + eval) | at step | fraction of float32 peak | "
+              "the same per CPU second |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, p in res["peers"].items():
         s, t = p["steps_per_sec"], p["time_to_bar"]
         frac = f"{100 * p['fraction_of_peak']:.1f}%" if p.get("fraction_of_peak") else "n/a"
+        per_cpu = p.get("fraction_of_core_peak_per_cpu_s")
+        frac += f" | {100 * per_cpu:.0f}%" if per_cpu else " | n/a"
         when = f"{t['seconds']:.0f}" if t["seconds"] else "not reached"
         lines.append(f"| {name} | {p['accuracy']:.4f} | {s['median']:.1f} ({s['min']:.1f}-{s['max']:.1f}) | "
                      f"{p['cpu_ms_per_step']['median']:.0f} | "
@@ -554,8 +592,14 @@ def render(d: dict) -> str:
               f"float32 peak: {peak['cores']} cores x {peak['float32_lanes']} float32 lanes (widest vector unit in "
               f"/proc/cpuinfo's flags) x {2 if peak['fma'] else 1} (FMA) x {peak['fma_units_per_core_assumed']} FMA "
               f"units per core (assumed) x {peak['ghz']} GHz ({peak['clock_from']}) = "
-              + (f"{peak['peak_flops'] / 1e9:.0f} GFLOP/s." if peak["peak_flops"] else "unknown (no clock)."),
-              f"AVX512_BF16: {peak['avx512_bf16']}; AMX-BF16: {peak['amx_bf16']} (mixed_bfloat16 not measured here).",
+              + (f"{peak['peak_flops'] / 1e9:.0f} GFLOP/s." if peak["peak_flops"] else "unknown (no clock).")
+              + " The last column divides the FLOPs per step by the process CPU seconds per step and by one core's "
+              "share of that peak: the fraction of the peak the CPU time spent reached, whatever the load.",
+              f"AVX512_BF16: {peak['avx512_bf16']}; AMX-BF16: {peak['amx_bf16']}"
+              + (" (mixed_bfloat16 not measured here: `--peers tpuestimator,tpuestimator_bf16` measures it)."
+                 if "tpuestimator_bf16" not in res["peers"] else
+                 ": the tpuestimator_bf16 row's fraction is of the float32 peak; AVX512_BF16's VDPBF16PS makes "
+                 "two bfloat16 products per float32 lane, so its bfloat16 peak is twice that."),
               ""]
     if d["notes"]:
         lines += ["## Notes", ""] + [f"- {n}" for n in d["notes"]] + [""]
@@ -573,18 +617,20 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-every", type=int, default=None, help="steps per segment (default 500; smoke 20)")
     parser.add_argument("--batch", type=int, default=None, help="default the example config's (128; smoke 16)")
     parser.add_argument("--images", type=int, default=None, help="training images (default all 60,000)")
-    parser.add_argument("--peers", default=None, help="default tpuestimator,keras,tf1 (smoke: tpuestimator,keras)")
+    parser.add_argument("--peers", default=None, help="default tpuestimator,tpuestimator_bf16,keras,tf1 (smoke: all but tf1); "
+                        "tpuestimator_bf16: the Estimator under run.precision: mixed_bfloat16")
     parser.add_argument("--tf215-python", default=os.environ.get("TPUE_BENCH_TF215_PYTHON", DEFAULT_TF215))
     parser.add_argument("--repeats", type=int, default=None, help="accepted for run_all; one run of the rounds")
+    parser.add_argument("--md", default=str(RESULTS_MD), help="the Markdown report (default fashion_mnist_results.md)")
     parser.add_argument("--render", metavar="JSON", default=None,
                         help="only rewrite fashion_mnist_results.md from a fashion_mnist.json this script wrote")
     args = parser.parse_args(argv)
     if args.render:
-        RESULTS_MD.write_text(render(json.loads(Path(args.render).read_text())))
-        print(f"wrote {RESULTS_MD}")
+        Path(args.md).write_text(render(json.loads(Path(args.render).read_text())))
+        print(f"wrote {args.md}")
         return 0
     if args.peers is None:
-        args.peers = "tpuestimator,keras" if args.smoke else ",".join(PEERS)
+        args.peers = "tpuestimator,tpuestimator_bf16,keras" if args.smoke else ",".join(PEERS)
     run(args)
     return 0
 

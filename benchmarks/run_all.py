@@ -107,7 +107,7 @@ def render(results: Path) -> str:
               "a round so that load from other users hits both sides alike.", ""]
 
     lines += ["### Targets", "", "| ratio | measured | target | |", "|---|---|---|---|"]
-    for d in (loop, st):
+    for d in (loop, ev, st):
         if not d:
             continue
         for key, stats in d["ratios"].items():
@@ -128,11 +128,15 @@ def render(results: Path) -> str:
         lines.append("")
     if ev:
         lines += ["### Evaluation and prediction (examples/s, whole passes)", "",
-                  "| workload | config | examples/s | vs bare |", "|---|---|---|---|"]
+                  "| workload | config | examples/s | CPU us / example | vs bare | vs bare, CPU per pass |",
+                  "|---|---|---|---|---|---|"]
         for workload, res in ev["results"].items():
             for name, c in res["configs"].items():
                 vs = res["ratios"].get(f"{name}/bare")
-                lines.append(f"| {workload} | {name} | {c['examples_per_sec']['median']:.0f} | {_r(vs) if vs else ''} |")
+                eff = res.get("cpu_efficiency", {}).get(f"{name}/bare")
+                us = c.get("cpu_us_per_example", {}).get("median")
+                lines.append(f"| {workload} | {name} | {c['examples_per_sec']['median']:.0f} | "
+                             f"{'' if us is None else f'{us:.0f}'} | {_r(vs) if vs else ''} | {_r(eff) if eff else ''} |")
         chk = {w: r["checks"] for w, r in ev["results"].items()}
         lines += ["", "Same work: " + "; ".join(
             f"{w}: accuracy estimator {c['eval_accuracy_estimator']:.4f} / bare {c['eval_accuracy_bare']:.4f}, "

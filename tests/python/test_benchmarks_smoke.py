@@ -205,6 +205,13 @@ def _check_named_result(name: str, data: dict, out: Path, tmp_path: Path) -> Non
         assert checks["predict_count_estimator"] == checks["predict_count_bare"] == 300
         assert checks["predict_same_classes"] is True
         assert checks["eval_accuracy_estimator"] == pytest.approx(checks["eval_accuracy_bare"], abs=1e-6)
+        # process CPU per pass beside the wall time; the cnn's targets (issue 31, item 5)
+        for workload in ("linear", "cnn"):
+            res = data["results"][workload]
+            assert set(res["cpu_efficiency"]) == set(res["ratios"])
+            assert all(c["cpu_us_per_example"]["median"] > 0 for c in res["configs"].values())
+        assert data["ratios"]["cnn:eval/estimator/bare"]["target"] == 0.97
+        assert data["ratios"]["cnn:predict/estimator/bare"]["target"] == 0.95
     if name == "hooks":
         assert set(data["results"]["configs"]) == {"bare", "sentinel", "control", "default_hooks", "host_call"}
         assert {"sentinel/bare", "default_hooks/sentinel"} <= set(data["ratios"])
@@ -234,10 +241,17 @@ def _check_named_result(name: str, data: dict, out: Path, tmp_path: Path) -> Non
             assert run["score"] > 0 and isinstance(run["beats_trivial"], bool) and 0 < run["steps"] <= 10
         assert data["results"]["chosen"]["linear"]["chosen"] == "adam 0.01"
     if name == "fashion_mnist":
-        # smoke: tpuestimator and Keras on the example's first 600 training / 100 test images, 2 segments of 20
-        # steps; the TF1 peer (TF 2.15 venv, created by a full run) is left out and says so
+        # smoke: tpuestimator (float32 and mixed_bfloat16) and Keras on the example's first 600 training / 100
+        # test images, 2 segments of 20 steps; the TF1 peer (TF 2.15 venv, created by a full run) is left out
         peers = data["results"]["peers"]
-        assert set(peers) == {"tpuestimator", "keras"}
+        assert set(peers) == {"tpuestimator", "tpuestimator_bf16", "keras"}
+        # the bf16 peer trains in bfloat16 (its layers' compute dtype), the other in float32, and the
+        # report compares them: CPU per step and test accuracy (issue 31, item 3)
+        assert peers["tpuestimator_bf16"]["compute_dtype"] == "bfloat16"
+        assert peers["tpuestimator"]["compute_dtype"] == "float32"
+        bf16_goals = [g for g in data["results"]["goals"] if g["goal"].startswith("mixed_bfloat16")]
+        assert len(bf16_goals) == 2 and "1.5x the float32 step" in bf16_goals[0]["goal"]
+        assert peers["tpuestimator_bf16"]["speedup_cpu_per_step"] > 0
         assert data["results"]["workload"]["test_images"] == 100
         for peer in peers.values():
             assert [s["step"] for s in peer["segments"]] == [20, 40]

@@ -203,6 +203,9 @@ def test_precision_and_xla_train_and_evaluate(tmp_path, options):
         policies = {layer.dtype_policy.name for layer in est.model.layers}
         assert "mixed_bfloat16" in policies                      # the policy reached the model
         assert est.model.get_layer("logits").dtype_policy.name == "float32"   # logits stay float32
+        assert {layer.compute_dtype for layer in est.model.layers if layer.dtype_policy.name == "mixed_bfloat16"} \
+            == {"bfloat16"}                                       # computed in bfloat16 ...
+        assert {str(w.dtype) for w in est.model.weights} == {"float32"}   # ... with float32 variables
 
 
 def test_tpu_strategy_without_a_tpu_fails_fast_with_the_fix(tmp_path):
