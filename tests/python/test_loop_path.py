@@ -15,9 +15,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tpuestimator"
 def _project_path(frames) -> list[tuple[str, str]]:
     """(file, function) of the frames in the package, outermost first; AutoGraph's converted
     copy of a function (`tf__name` in a generated file) counts as that function, the bodies it
-    generates for `for`/`if` (`loop_body_1`, ...) as nothing."""
+    generates for `for`/`if` (`loop_body_1`, ...) as nothing, and so a `tf.while_loop`'s body
+    written as a lambda."""
     path = []
     for frame in reversed(frames):
+        if frame.function == "<lambda>":
+            continue
         if frame.filename.startswith(str(PACKAGE)):
             path.append((str(Path(frame.filename).relative_to(PACKAGE)), frame.function))
         elif "__autograph_generated" in frame.filename and frame.function.startswith("tf__"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tpuestimator.core.tracing import device_function
-from tpuestimator.system.graph_code import as_written
+from tpuestimator.system.graph_code import as_written, users_graph_code
 
 
 def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustible: bool, per_step=None):
@@ -34,6 +34,7 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
     capacity = int(next(iter(per_step.values())).shape[0]) if names else 0
     mean = tf.distribute.ReduceOp.MEAN
 
+    @as_written
     def run_step(element, index, arrays):
         values = strategy.run(replica_step, args=element)
         if not names:
@@ -41,20 +42,26 @@ def make_train_loop(strategy, replica_step: Callable, global_step, *, exhaustibl
         return [a.write(tf.cast(index, tf.int32), tf.cast(strategy.reduce(mean, values[name], axis=None), tf.float32))
                 for a, name in zip(arrays, names)]
 
+    @as_written  # the loops are written as tf.while_loop: no AutoGraph conversion to trace (graph_code)
     def loop(iterator, n):
         arrays = [tf.TensorArray(tf.float32, size=0, dynamic_size=True) for _ in names]
         if exhaustible:
-            steps = tf.constant(0, tf.int64)
-            for _ in tf.range(n):
+            # `for _ in range(n)`, ending early (OutOfRange) when the input runs out
+            def read_and_step(i, steps, ended, arrays):
                 optional = iterator.get_next_as_optional()
-                if not optional.has_value():
-                    break
-                arrays = run_step(optional.get_value(), steps, arrays)
-                steps += 1
+                has_value = optional.has_value()
+                steps, arrays = tf.cond(has_value, lambda: (steps + 1, run_step(optional.get_value(), steps, arrays)),
+                                        lambda: (steps, arrays))
+                return i + 1, steps, tf.logical_not(has_value), arrays
+
+            zero = tf.constant(0, tf.int64)
+            _, steps, _, arrays = tf.while_loop(lambda i, steps, ended, arrays: tf.logical_and(i < n, ~ended),
+                                                read_and_step, (tf.zeros_like(n), zero, tf.constant(False), arrays))
         else:
             steps = tf.cast(n, tf.int64)
-            for i in tf.range(n):
-                arrays = run_step(next(iterator), i, arrays)
+            _, arrays = tf.while_loop(lambda i, arrays: i < n,
+                                      lambda i, arrays: (i + 1, run_step(next(iterator), i, arrays)),
+                                      (tf.zeros_like(n), arrays))
         for name, array in zip(names, arrays):
             stacked = array.stack()
             per_step[name].assign(tf.pad(stacked, [[0, capacity - tf.shape(stacked)[0]]]))
@@ -107,21 +114,23 @@ def make_eval_loop(strategy, replica_step: Callable, *, carry_totals: bool = Fal
     returns zeros."""
     import tensorflow as tf
 
+    @as_written  # a tf.while_loop as written: no AutoGraph conversion to trace (graph_code)
     def loop(dist_dataset):
         # An iterator read in a `tf.while_loop`, not `for batch in dataset`: AutoGraph turns
         # the latter into `dataset.reduce`, whose body tf.data runs without Grappler's graph
         # optimisations; a while-loop body is optimised with the rest of the function. On
         # `linear` that made a whole evaluation pass ~20% faster (benchmarks/README.md).
-        total, count = tf.constant(0.0), tf.constant(0.0)
         iterator = iter(dist_dataset)
-        optional = iterator.get_next_as_optional()
-        while optional.has_value():
+
+        def one_batch(total, count, optional):
             batch = optional.get_value()
             out = strategy.run(replica_step, args=batch if isinstance(batch, tuple) else (batch,))
             if carry_totals:
-                total += out[0]
-                count += out[1]
-            optional = iterator.get_next_as_optional()
+                total, count = total + out[0], count + out[1]
+            return total, count, iterator.get_next_as_optional()
+
+        total, count, _ = tf.while_loop(lambda total, count, optional: optional.has_value(), one_batch,
+                                        (tf.constant(0.0), tf.constant(0.0), iterator.get_next_as_optional()))
         return tf.math.divide_no_nan(total, count), count
     return device_function(loop)
 
@@ -160,11 +169,12 @@ def make_loop_reader(metrics, finite_variables=None):
 
     metrics = dict(metrics)
 
+    @as_written
     def read():
-        results = {key: tf.identity(metric.result()) for key, metric in metrics.items()}
+        results = {key: tf.identity(users_graph_code(metric.result)()) for key, metric in metrics.items()}
         with tf.control_dependencies(list(results.values())):
             for metric in metrics.values():
-                metric.reset_state()
+                users_graph_code(metric.reset_state)()
         if finite_variables is not None:
             results["__all_finite__"] = all_finite(finite_variables)
         return results

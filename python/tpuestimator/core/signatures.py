@@ -16,6 +16,7 @@ from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import model_inputs
 from tpuestimator.system.diskspace import translate_disk_full
 from tpuestimator.system.faults import fault_point
+from tpuestimator.system.graph_code import as_written, users_graph_code
 from tpuestimator.system.io import atomic_directory, atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -77,18 +78,20 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
     if isinstance(tracked, tf.Module):
         module.preprocessing = tracked
 
+    @as_written  # ours; the spec's functions keep AutoGraph (graph_code.users_graph_code)
     def predictions(model_features):
         if to_model_layout is not None:
-            model_features = to_model_layout(dict(model_features))
+            model_features = users_graph_code(to_model_layout)(dict(model_features))
         outputs = spec.model(model_inputs(model_features), training=False)
-        preds = dict(spec.predictions(outputs)) if spec.predictions else {"outputs": outputs}
+        preds = dict(users_graph_code(spec.predictions)(outputs)) if spec.predictions else {"outputs": outputs}
         preds = {k: tf.cast(v, tf.float32) if v.dtype in (tf.float16, tf.bfloat16) else v for k, v in preds.items()}
         if class_names is not None and "class_id" in preds:
             preds["class"] = tf.gather(tf.constant(class_names), preds["class_id"])
         return preds
 
+    @as_written
     def serve(features):
-        return predictions(spec.serving_preprocess(features) if spec.serving_preprocess else features)
+        return predictions(users_graph_code(spec.serving_preprocess)(features) if spec.serving_preprocess else features)
 
     module.serve = device_function(serve, input_signature=[signature])
     signatures = {FEATURES_SIGNATURE: module.serve}
@@ -103,8 +106,9 @@ def serving_module(spec, feature_spec: dict, serving_inputs: Mapping[str, Servin
 
 
 def _receiver_function(preprocess, predictions):
+    @as_written
     def serve_receiver(raw):
-        return predictions(dict(preprocess(raw)))
+        return predictions(dict(users_graph_code(preprocess)(raw)))
     return serve_receiver
 
 

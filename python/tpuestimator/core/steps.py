@@ -11,9 +11,10 @@ from __future__ import annotations
 from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.tracing import device_function
 from tpuestimator.spec import model_inputs, split_element
-from tpuestimator.system.graph_code import as_written
+from tpuestimator.system.graph_code import as_written, users_graph_code
 
 
+@as_written
 def call_model(state, features, training: bool):
     """The model on a features dict (the tensor alone for a one-feature dict)."""
     return state.model(model_inputs(features), training=training)
@@ -31,16 +32,17 @@ def make_forward_backward(state, global_batch: int, *, precision: str = "float32
     spec, optimizer, model = state.spec, state.optimizer, state.model
     loss_scaled = hasattr(optimizer, "scale_loss") and precision == "mixed_float16"
 
+    @as_written  # ours; the spec's functions keep AutoGraph (users_graph_code)
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:
             outputs = call_model(state, features, training=True)
-            per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
+            per_example = tf.cast(users_graph_code(spec.loss)(labels, outputs), tf.float32)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             if model.losses:
                 loss += tf.nn.scale_regularization_loss(tf.add_n([tf.cast(reg, tf.float32) for reg in model.losses]))
             to_differentiate = optimizer.scale_loss(loss) if loss_scaled else loss
         grads = tape.gradient(to_differentiate, model.trainable_variables)
-        reports = {name: fn(labels, outputs) for name, fn in spec.report.items()}
+        reports = {name: users_graph_code(fn)(labels, outputs) for name, fn in spec.report.items()}
         return per_example, grads, reports
 
     if jit_compile:
@@ -58,6 +60,7 @@ def make_train_step(state, forward_backward, *, per_step_values: bool = False):
 
     model, optimizer, metrics = state.model, state.optimizer, state.train_metrics
 
+    @as_written
     def replica_step(*element):
         features, labels = split_element(element if len(element) > 1 else element[0])
         per_example, grads, reports = forward_backward(features, labels)
@@ -109,13 +112,14 @@ def make_eval_step(state, *, carry_totals: bool = False, to_model_layout=None):
 
     spec = state.spec
 
+    @as_written  # ours; the spec's functions and metrics keep AutoGraph (users_graph_code)
     def replica_step(*element):
         features, labels = split_element(element if len(element) > 1 else element[0])
         mask = features.pop(MASK_KEY, None)
         if to_model_layout is not None:
-            features = to_model_layout(features)
+            features = users_graph_code(to_model_layout)(features)
         outputs = call_model(state, features, training=False)
-        per_example = tf.cast(spec.loss(labels, outputs), tf.float32)
+        per_example = tf.cast(users_graph_code(spec.loss)(labels, outputs), tf.float32)
         count = tf.reduce_sum(mask) if mask is not None else tf.cast(tf.shape(per_example)[0], tf.float32)
         totals = None
         if carry_totals:
@@ -125,9 +129,9 @@ def make_eval_step(state, *, carry_totals: bool = False, to_model_layout=None):
             state.eval_count.update_state(count)
         for metric, fn in state.eval_metrics.values():
             if fn is None:
-                metric.update_state(labels, outputs, sample_weight=mask)
+                users_graph_code(metric.update_state)(labels, outputs, sample_weight=mask)
             else:
-                metric.update_state(fn(labels, outputs), sample_weight=mask)
+                users_graph_code(metric.update_state)(users_graph_code(fn)(labels, outputs), sample_weight=mask)
         return totals
     return replica_step
 

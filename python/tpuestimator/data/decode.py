@@ -67,6 +67,7 @@ def parse_spec(spec: specs.DataSpec, mode: str) -> dict[str, Any]:
     return out
 
 
+@as_written  # its instances are called as written (graph_code.as_written: the class carries the mark)
 class BatchDecoder:
     """Turns serialized records into `(features, labels int32 [b])`, one `parse_example` per batch.
 

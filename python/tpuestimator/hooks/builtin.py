@@ -9,6 +9,7 @@ from typing import Any
 
 from tpuestimator.core.hooks import Hook
 from tpuestimator.core.tracing import device_function
+from tpuestimator.system.graph_code import as_written
 
 logger = logging.getLogger(__name__)
 
@@ -277,12 +278,16 @@ def _scalar_rows_writer(writer, names: tuple):
 
     meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
 
+    @as_written  # a tf.while_loop as written: no AutoGraph conversion to trace (graph_code)
     def write_rows(steps, vals):
+        def write_row(k):
+            for c, name in enumerate(names):
+                # tf.summary.write keeps the tag as given (tf.summary.scalar would prefix
+                # the loop's name scope); same metadata as a scalar summary.
+                tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
+            return k + 1
+
         with writer.as_default():
-            for k in tf.range(tf.shape(steps)[0]):
-                for c, name in enumerate(names):
-                    # tf.summary.write keeps the tag as given (tf.summary.scalar would prefix
-                    # the loop's name scope); same metadata as a scalar summary.
-                    tf.summary.write(tag=name, tensor=vals[k, c], step=steps[k], metadata=meta)
+            tf.while_loop(lambda k: k < tf.shape(steps)[0], write_row, [tf.constant(0)])
 
     return write_rows

@@ -36,6 +36,7 @@ def raw_dtype(column: ColumnSpec) -> str:
     return column.dtype
 
 
+@as_written  # its instances are called as written (graph_code.as_written: the class carries the mark)
 class TablePreprocessor:
     """Raw values (dict of [b] tensors) -> the model's features (see the module docstring).
 
@@ -136,6 +137,7 @@ class TablePreprocessor:
         return {k: c.cardinality for k, c in self.columns.items() if c.type != "numeric"}
 
 
+@as_written
 class WholeNumberLookup:
     """A whole-number vocabulary's lookup as comparisons with the vocabulary, no hash table:
     a value in it -> its position + `oov_buckets`, any other value -> floormod(value,

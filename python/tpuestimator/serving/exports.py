@@ -32,6 +32,7 @@ from tpuestimator.serving.export_info import (  # noqa: F401  (EXPORT_META: its 
     read_export_info,
     write_export_info,
 )
+from tpuestimator.system.graph_code import as_written
 
 
 def data_serving_inputs(data_section: Any) -> dict[str, ServingInput]:
@@ -47,11 +48,11 @@ def data_serving_inputs(data_section: Any) -> dict[str, ServingInput]:
     spec = resolve_section(data_section)
     out = {EXAMPLES_SIGNATURE: ServingInput(
         inputs={EXAMPLES_INPUT: tf.TensorSpec([None], tf.string)},
-        preprocess=lambda raw: decode.parse_serialized(spec, raw[EXAMPLES_INPUT]))}
+        preprocess=as_written(lambda raw: decode.parse_serialized(spec, raw[EXAMPLES_INPUT])))}
     if decode.image_input(spec) is not None:
         out[IMAGE_BYTES_SIGNATURE] = ServingInput(
             inputs={IMAGE_BYTES_INPUT: tf.TensorSpec([None], tf.string)},
-            preprocess=lambda raw: decode.image_bytes_features(spec, raw[IMAGE_BYTES_INPUT]))
+            preprocess=as_written(lambda raw: decode.image_bytes_features(spec, raw[IMAGE_BYTES_INPUT])))
     return out
 
 
