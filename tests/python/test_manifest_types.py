@@ -18,6 +18,7 @@ WRITTEN = {"version": 1, "format": "features", "label": "y", "label_offset": 0,
            "created_by": "tpuestimator.data.writers", "a_later_field": 1}
 
 
+@pytest.mark.quick("manifest")
 def test_a_manifest_is_read_into_typed_fields(tmp_path):
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(WRITTEN))

@@ -12,6 +12,7 @@ def _cfg(fixtures_dir):
     return load_config(str(fixtures_dir / "parity" / "parity.yaml"))
 
 
+@pytest.mark.quick("config_flags")
 def test_dotted_and_short_names_map_to_fields(fixtures_dir):
     cfg = _cfg(fixtures_dir)
     assert flag_field(cfg, "params.learning_rate") == "params.learning_rate"
