@@ -5,7 +5,7 @@
 # skips TensorFlow's import (~5-7 CPU s a task). One server per test session, started on first
 # use from this R session's Python (so with its environment, as the tasks get it) and stopped
 # when the session's tests end. Where tests/python is not here (installed tests, R CMD check)
-# the tasks start from the plain Python.
+# the tasks start from the plain Python. test-parity.R's Python side runs in a fork of it too.
 
 .fork_python <- new.env(parent = emptyenv())
 
@@ -17,11 +17,11 @@ fork_python_script <- function() {
   NULL
 }
 
-# Sets this session's sys.executable to the fork server's launcher until `env` ends; returns the
-# launcher's path (NULL where fork_python.py is not here: sys.executable is left as it is).
-local_forked_python <- function(env = parent.frame()) {
+# The fork server's launcher (a `python` whose runs are forks of it), the server started on first
+# use; NULL where fork_python.py is not here.
+forked_python_launcher <- function() {
   script <- fork_python_script()
-  if (is.null(script)) return(invisible(NULL))
+  if (is.null(script)) return(NULL)
   if (is.null(.fork_python$launcher)) {
     fork_python <- reticulate::import_from_path("fork_python", dirname(script), convert = FALSE)
     folder <- tempfile("fork-python-")
@@ -33,9 +33,17 @@ local_forked_python <- function(env = parent.frame()) {
     withr::defer(fork_python$stop(.fork_python$server), envir = testthat::teardown_env())
     .fork_python$launcher <- reticulate::py_str(started[1L])
   }
+  .fork_python$launcher
+}
+
+# Sets this session's sys.executable to the fork server's launcher until `env` ends; returns the
+# launcher's path (NULL where fork_python.py is not here: sys.executable is left as it is).
+local_forked_python <- function(env = parent.frame()) {
+  launcher <- forked_python_launcher()
+  if (is.null(launcher)) return(invisible(NULL))
   sys <- reticulate::import("sys", convert = FALSE)
   before <- reticulate::py_to_r(sys$executable)
-  reticulate::py_set_attr(sys, "executable", .fork_python$launcher)
+  reticulate::py_set_attr(sys, "executable", launcher)
   withr::defer(reticulate::py_set_attr(sys, "executable", before), envir = env)
-  invisible(.fork_python$launcher)
+  invisible(launcher)
 }
