@@ -371,12 +371,19 @@ def start(folder: Path, env: dict) -> tuple:
     log = open(folder / "fork-python.log", "w")  # noqa: SIM115  (closed by stop)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)], env=env,
                             stdout=subprocess.PIPE, stderr=log, text=True)
+    # lines before "ready" are what the imports printed (from an embedded Python's environment,
+    # R's: TensorFlow's note that ssl failed to load), kept for the error when it never comes
+    printed = []
     line = proc.stdout.readline()
+    while line and line.strip() != "ready":
+        printed.append(line)
+        line = proc.stdout.readline()
     if line.strip() != "ready":
         proc.kill()
         proc.wait()
         log.close()
-        raise RuntimeError(f"the fork server did not start:\n{(folder / 'fork-python.log').read_text()[-3000:]}")
+        raise RuntimeError(f"the fork server did not start:\n{''.join(printed)[-3000:]}"
+                           f"{(folder / 'fork-python.log').read_text()[-3000:]}")
     proc.log = log
     return proc, launcher(folder, socket_path)
 

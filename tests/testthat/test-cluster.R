@@ -34,6 +34,7 @@ test_that("two workers train the parity job from R and the chief's run comes bac
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   out <- withr::local_tempdir()
+  local_forked_python()  # each task a real process, forked from one that imported TensorFlow
   run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L),
                            run.strategy = "multi_worker", train.max_steps = 20L, verbose = FALSE,
                            model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs")))
@@ -57,6 +58,7 @@ test_that("two workers and a parameter server train the parity job from R (async
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   out <- withr::local_tempdir()
+  local_forked_python()  # each task a real process, forked from one that imported TensorFlow
   run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2, ps = 1),
                            run.strategy = "parameter_server", train.max_steps = 20L,
                            run.ps_steps_per_invocation = 5L, verbose = FALSE,

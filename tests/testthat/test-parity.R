@@ -1,10 +1,12 @@
 # The same config and data (tests/fixtures/parity) give the same final eval loss from R as from
 # Python; runs made by both show up in tpu_ls_runs() alike.
 
-# Both Python trainings of this file run in ONE Python process (one TensorFlow start-up, about
-# 7 CPU s, instead of two), once per test session on first use, into a session folder:
-# `job` is run_job() on the parity fixture (its run recorded in <folder>/runs), `table` is
-# train_table() on tables/cars.csv.
+# Both Python trainings of this file run in ONE Python process (a fork of the session's fork
+# server: no TensorFlow start-up of its own, about 7 CPU s), once per test session on first
+# use, into a session folder: `job` is run_job() on the parity fixture (its run recorded in
+# <folder>/runs), `table` is train_table() on tables/cars.csv. `python` is the fork server's
+# launcher (helper-fork-python.R; the cluster tests started it already): a real process whose
+# TensorFlow import is not what is compared.
 parity_python <- new.env()
 
 python_parity_results <- function(python, config, csv) {
@@ -45,7 +47,7 @@ test_that("R and Python give the same final eval loss on the parity fixture", {
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   config <- fixture_path("parity", "parity.yaml")
-  py <- python_parity_results(python, config, fixture_path("tables", "cars.csv"))$job
+  py <- python_parity_results(forked_python_launcher() %||% python, config, fixture_path("tables", "cars.csv"))$job
   # the Python run folder beside the R one, in this test's runs/
   dir.create(file.path(work, "runs"))
   file.copy(py$run_dir, file.path(work, "runs"), recursive = TRUE)
@@ -83,7 +85,7 @@ test_that("R and Python give the same final eval loss on the same table and conf
   python <- skip_if_no_python_exe()
   work <- local_work_dir()
   csv <- fixture_path("tables", "cars.csv")
-  py <- python_parity_results(python, fixture_path("parity", "parity.yaml"), csv)$table
+  py <- python_parity_results(forked_python_launcher() %||% python, fixture_path("parity", "parity.yaml"), csv)$table
   r <- quietly(tpu_train(utils::read.csv(csv), label = "mpg", model = "wide_and_deep", missing = "mean",
                          train.batch_size = 8L, train.max_steps = 60L, train.iterations_per_loop = 20L,
                          train.save_checkpoints_steps = 60L, eval.batch_size = 8L, export.enabled = FALSE,
