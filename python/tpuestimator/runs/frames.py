@@ -21,7 +21,7 @@ import yaml
 
 import tpuestimator.runs.naming as naming
 from tpuestimator.runs.columns import column_types, parse_property
-from tpuestimator.runs.reading import read_json, run_record
+from tpuestimator.runs.reading import property_files, read_json, run_record
 
 # Where runs go when nothing names a folder (tfruns's default, the CLI's --runs-dir default).
 DEFAULT_RUNS_DIR = "runs"
@@ -92,13 +92,8 @@ def latest_run_dir(runs_dir: str | os.PathLike) -> str | None:
 def property_texts(run_dir: str | os.PathLike) -> dict[str, str]:
     """A run's properties as the text of their files, lines joined by newlines without the last
     one (what R's ``readLines()`` gives); unreadable bytes replaced."""
-    folder = Path(run_dir) / naming.RECORD_DIR / "properties"
     texts: dict[str, str] = {}
-    if not folder.is_dir():
-        return texts
-    for item in sorted(folder.iterdir()):
-        if item.name.startswith(".") or not item.is_file():
-            continue
+    for item in property_files(run_dir):
         try:
             raw = item.read_bytes().decode("utf-8", "replace")
         except OSError:

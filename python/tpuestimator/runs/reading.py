@@ -50,15 +50,18 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def property_files(run_dir: str | os.PathLike) -> list[Path]:
+    """A run's property files (``tfruns.d/properties/*``, hidden files left out), by name."""
+    folder = Path(run_dir) / naming.RECORD_DIR / "properties"
+    if not folder.is_dir():
+        return []
+    return [item for item in sorted(folder.iterdir()) if not item.name.startswith(".") and item.is_file()]
+
+
 def read_properties(run_dir: str | os.PathLike) -> dict[str, Any]:
     """The typed properties of a run (``tfruns.d/properties/*``)."""
-    folder = Path(run_dir) / naming.RECORD_DIR / "properties"
     props: dict[str, Any] = {}
-    if not folder.is_dir():
-        return props
-    for item in sorted(folder.iterdir()):
-        if item.name.startswith(".") or not item.is_file():
-            continue
+    for item in property_files(run_dir):
         try:
             text = item.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
