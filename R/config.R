@@ -78,7 +78,8 @@ load_tpu_config <- function(source, overrides, base_dir = NULL) {
     tpu_source = if (is.character(source)) source else NULL,
     tpu_overrides = as.character(overrides),
     tpu_base_dir = base_dir,
-    tpu_validated = raw
+    tpu_validated = raw,
+    tpu_job = jc  # the validated config itself: tpu_train() of this unchanged config validates nothing again
   )
 }
 
@@ -110,22 +111,28 @@ override_value <- function(value) {
   r_to_json(value)
 }
 
-# What to hand to Python for a tpu_config: its file and overrides when unchanged,
-# otherwise the (edited) list itself.
+# A tpu_config's attributes: where it was loaded from and what it was validated as.
+TPU_CONFIG_ATTRIBUTES <- c("tpu_source", "tpu_overrides", "tpu_base_dir", "tpu_validated", "tpu_job")
+
+# What to hand to Python for a tpu_config: its file and overrides when unchanged (and `job`, the
+# Python config it was validated as, while this session holds it), otherwise the edited list itself.
 config_source <- function(cfg) {
   current <- unclass(cfg)
-  attrs <- c("tpu_source", "tpu_overrides", "tpu_base_dir", "tpu_validated")
-  for (a in attrs) attr(current, a) <- NULL
+  for (a in TPU_CONFIG_ATTRIBUTES) attr(current, a) <- NULL
   base_dir <- attr(cfg, "tpu_base_dir")
   file <- attr(cfg, "tpu_source")
-  if (!is.null(file) && identical(current, attr(cfg, "tpu_validated"))) {
+  unchanged <- identical(current, attr(cfg, "tpu_validated"))
+  job <- attr(cfg, "tpu_job")
+  # the Python config it was validated as, while this session holds it (not after saveRDS())
+  job <- if (unchanged && !is.null(job) && !reticulate::py_is_null_xptr(job)) job
+  if (!is.null(file) && unchanged) {
     return(list(source = file, overrides = attr(cfg, "tpu_overrides"), base_dir = base_dir,
-                is_file = TRUE))
+                is_file = TRUE, job = job))
   }
   if (is.null(base_dir) && !is.null(file)) base_dir <- dirname(file)
   # Unset (null) fields are left out: Python fills its defaults again, and the schema does not
   # accept null for every field whose default is null.
-  list(source = drop_nulls(current), overrides = character(), base_dir = base_dir, is_file = FALSE)
+  list(source = drop_nulls(current), overrides = character(), base_dir = base_dir, is_file = FALSE, job = job)
 }
 
 # Any accepted config form -> (source for Python, overrides, base_dir).
@@ -169,7 +176,7 @@ print.tpu_config <- function(x, ...) {
 #' @export
 as.list.tpu_config <- function(x, ...) {
   out <- unclass(x)
-  for (a in c("tpu_source", "tpu_overrides", "tpu_base_dir", "tpu_validated")) attr(out, a) <- NULL
+  for (a in TPU_CONFIG_ATTRIBUTES) attr(out, a) <- NULL
   out
 }
 

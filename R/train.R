@@ -246,17 +246,19 @@ tpu_train <- function(cfg, model_fn = NULL, hooks = NULL, model_dir = NULL, runs
 
   quiet_python_console()  # defined in console.R
   if (!is.null(cluster)) {
-    src <- apply_flags(src, flags)
     args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export, resume = resume,
                    verbose = verbose), cluster)
+    if (!is.null(flags)) args$flags_json <- r_to_json(flags)  # mapped where the cluster loads the config, once
     if (!is.null(model_dir)) args$model_dir <- model_dir
     if (!is.null(runs_dir)) args$runs_dir <- runs_dir
     run <- tpu_run_from_result(with_python(do.call(py_bridge()$run_cluster, args)))
     if (verbose && !is.null(run$run_dir)) message("run recorded in ", run$run_dir)
     return(run)
   }
-  args <- c(list(src$py_source, overrides = as.list(src$overrides), export = export),
-            job_callbacks(model_fn, hooks, progress, verbose))
+  # an unchanged tpu_config() goes as the config it was validated as, with only this call's overrides
+  args <- c(if (is.null(src$job)) list(src$py_source, overrides = as.list(src$overrides))
+            else list(src$job, overrides = as.list(overrides)),
+            list(export = export), job_callbacks(model_fn, hooks, progress, verbose))
   if (!is.null(flags)) args$flags_json <- r_to_json(flags)  # mapped where the config is loaded, once
   if (!is.null(model_dir)) args$model_dir <- model_dir
   if (!is.null(runs_dir)) args$runs_dir <- runs_dir
@@ -301,16 +303,6 @@ as_flag_list <- function(flags) {
               "a named list of single values, e.g. FLAGS from tfruns::flags() or list(learning_rate = 0.01)")
   }
   lapply(unclass(flags), function(v) if (is.factor(v)) as.character(v) else v)
-}
-
-# The configuration with `flags` applied after its overrides (config_flags.py maps the names):
-# a cluster's tasks each load the config with them.
-apply_flags <- function(src, flags) {
-  if (is.null(flags)) return(src)
-  sets <- with_python(py_bridge()$flag_overrides(src$py_source, as.list(src$overrides), r_to_json(flags),
-                                                 base_dir = src$base_dir))
-  src$overrides <- c(src$overrides, as.character(reticulate::py_to_r(sets)))
-  src
 }
 
 as_hook_list <- function(hooks) {

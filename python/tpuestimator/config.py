@@ -169,37 +169,62 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
     Raises:
       ConfigError: naming the field, the bad value and what is allowed.
     """
-    if isinstance(source, Mapping):
-        raw = copy.deepcopy(dict(source))
-        src_name = None
-        base = base_dir or os.getcwd()
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise ConfigError("config", str(source), "an existing YAML or JSON file (check the path)")
-        text = path.read_text()
-        try:
-            raw = json.loads(text) if path.suffix == ".json" else _yaml_load(text)
-        except (yaml.YAMLError, json.JSONDecodeError) as exc:
-            raise ConfigError("config", str(path), f"valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})") from None
-        if not isinstance(raw, dict):
-            raise ConfigError("config", str(path), "a mapping of sections (model, data, train, ...)")
-        src_name = str(path)
-        base = base_dir or str(path.parent.resolve())
-        raw.setdefault("name", path.stem.replace(" ", "_"))
+    raw, src_name, base = _read_source(source, base_dir)
     overrides = tuple(overrides)
     for item in overrides:
         _apply_override(raw, item)
     raw.setdefault("name", "job")
     if flags:
-        from tpuestimator.config_flags import flag_overrides
-
-        sets = tuple(flag_overrides(_deep_merge(copy.deepcopy(DEFAULTS), raw), flags))
+        sets = _flag_sets(raw, flags)
         for item in sets:
             _apply_override(raw, item)
         overrides += sets
     _resolve_paths(raw, base)
     return _finish(raw, src_name, overrides, base_dir=base)
+
+
+def flag_settings(source: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = (),
+                  flags: Mapping[str, Any] | None = None, *, base_dir: str | None = None,
+                  params_defaults: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The `--set` strings `load_config(source, overrides, flags=flags)` adds for `flags`, without
+    validating anything: for a caller that hands the config on to the one load of its job (a
+    cluster's tasks, a table written after its flags are checked). `params_defaults`: parameters
+    the config leaves out but its model reads (a canned model's), so their short names map too.
+
+    Raises:
+      ConfigError: a flag that names no field, or a source that cannot be read.
+    """
+    raw, _, _ = _read_source(source, base_dir)
+    for item in overrides:
+        _apply_override(raw, item)
+    if params_defaults:
+        raw["params"] = {**dict(params_defaults), **dict(raw.get("params") or {})}
+    return _flag_sets(raw, flags) if flags else ()
+
+
+def _flag_sets(raw: dict, flags: Mapping[str, Any]) -> tuple[str, ...]:
+    from tpuestimator.config_flags import flag_overrides
+
+    return tuple(flag_overrides(_deep_merge(copy.deepcopy(DEFAULTS), raw), flags))
+
+
+def _read_source(source: str | os.PathLike | Mapping[str, Any], base_dir: str | None) -> tuple[dict, str | None, str]:
+    """A config as read (a copy for a dict), its file's name (None for a dict) and the folder its
+    relative paths resolve against."""
+    if isinstance(source, Mapping):
+        return copy.deepcopy(dict(source)), None, base_dir or os.getcwd()
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError("config", str(source), "an existing YAML or JSON file (check the path)")
+    text = path.read_text()
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else _yaml_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError("config", str(path), f"valid {'JSON' if path.suffix == '.json' else 'YAML'} ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("config", str(path), "a mapping of sections (model, data, train, ...)")
+    raw.setdefault("name", path.stem.replace(" ", "_"))
+    return raw, str(path), base_dir or str(path.parent.resolve())
 
 
 def _finish(raw: dict, source: str | None, overrides: tuple[str, ...], base_dir: str | None) -> JobConfig:

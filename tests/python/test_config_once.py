@@ -86,3 +86,32 @@ def test_a_run_config_from_a_loaded_config_is_not_checked_again_one_made_by_hand
         RunConfig(model_dir="m", ps_partition={"max_shards": 0})
     assert RunConfig(model_dir="m", save_checkpoints_steps=None).save_checkpoints_steps is None  # None: not set
     assert RunConfig(model_dir="m", ps_partition={"max_shards": 2}).ps_partition.max_shards == 2
+
+
+def test_a_table_job_with_flags_validates_once_and_resolves_its_data_once(counted, tmp_path):
+    """The flags are mapped on the table's config without a validation of their own
+    (`config.flag_settings`); the job's one load validates them with the rest."""
+    import numpy as np
+    import pandas as pd
+
+    from tpuestimator.tables import train_table
+
+    x = np.linspace(-1.0, 1.0, 40)
+    result = train_table(pd.DataFrame({"x": x, "y": 2.0 * x + 1.0}), label="y", task="regression",
+                         out_dir=tmp_path / "table", model="linear", early_stopping=False,
+                         flags={"learning_rate": 0.02, "max_steps": 6}, runs_dir=str(tmp_path / "runs"))
+    assert dict(counted) == {"validate": 1, "resolve": 1}
+    assert result.global_step == 6 and result.config["params"]["learning_rate"] == 0.02
+
+
+def test_one_loaded_config_run_twice_resolves_its_data_once_per_job(parity, counted, tmp_path):
+    """A `JobConfig` is not validated again by `run_job`, and each job resolves its data section
+    itself: a second job of the same config never reads the first job's resolution (a manifest
+    rewritten between them)."""
+    from tpuestimator.config import load_config
+    from tpuestimator.jobs.job import run_job
+
+    cfg = load_config(parity, ["train.max_steps=10", "eval.every_n_steps=10"])
+    for name in ("m1", "m2"):
+        assert run_job(cfg, model_dir=str(tmp_path / name), runs_dir=str(tmp_path / "runs")).global_step == 10
+    assert dict(counted) == {"validate": 1, "resolve": 2}

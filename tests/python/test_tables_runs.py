@@ -111,7 +111,7 @@ def test_missing_values_are_listed_for_every_column_with_rows_from_one():
 
 def test_missing_values_speak_r_through_the_bridge_and_count_rows_of_the_whole_table():
     frame = _holes()
-    with pytest.raises(DataError) as caught, bridge._r_syntax():
+    with pytest.raises(DataError) as caught, bridge.tables._r_syntax():
         infer_feature_columns(frame, label="y")
     message = str(caught.value)
     assert 'missing = list(x = "mean", z = "oov", `my col` = "mean")' in message

@@ -35,11 +35,14 @@ test_that("two workers train the parity job from R and the chief's run comes bac
   skip_if_no_fixtures()
   out <- withr::local_tempdir()
   local_forked_python()  # each task a real process, forked from one that imported TensorFlow
+  counts <- local_config_counts()  # this session's, the launcher's: the tasks validate in their own processes
   run <- quietly(tpu_train(fixture_path("parity", "parity.yaml"), cluster = list(workers = 2L),
-                           run.strategy = "multi_worker", train.max_steps = 20L, verbose = FALSE,
-                           model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs")))
+                           run.strategy = "multi_worker", flags = list(max_steps = 20L, learning_rate = 0.2),
+                           verbose = FALSE, model_dir = file.path(out, "model"), runs_dir = file.path(out, "runs")))
+  expect_equal(counts()$validate, 1L)  # the flags mapped and validated with the config once, before any task
   expect_s3_class(run, "tpu_run")
   expect_identical(run$global_step, 20L)
+  expect_equal(run$config$params$learning_rate, 0.2)
   expect_identical(as.integer(run$metrics$num_examples), 24L)  # the parity eval split, each example once
   expect_true(file.exists(file.path(run$model_dir, "ckpt-20.index")))
   expect_identical(nrow(tpu_ls_runs(file.path(out, "runs"))), 1L)  # one run record: the chief's

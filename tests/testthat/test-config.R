@@ -86,3 +86,39 @@ test_that("every bad config of tests/fixtures/bad_configs.yaml fails from R nami
     }
   }
 })
+
+test_that("tpu_train() of an unchanged tpu_config() validates nothing again; each job resolves its data once", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  work <- local_work_dir()
+  counts <- local_config_counts()
+  cfg <- tpu_config(fixture_path("parity", "parity.yaml"), train.max_steps = 10L, eval.every_n_steps = 10L)
+  expect_equal(counts(), list(resolve = 0L, validate = 1L))  # tpu_config() validated it
+  run <- tpu_train(cfg, model_dir = file.path(work, "m"), runs_dir = file.path(work, "runs"), verbose = FALSE)
+  expect_equal(counts(), list(resolve = 1L, validate = 1L))
+  expect_equal(run$global_step, 10L)
+  # this call's flags and overrides: the one validation of this job, and its own data resolution
+  run2 <- tpu_train(cfg, flags = list(max_steps = 20L), params.learning_rate = 0.3, model_dir = file.path(work, "m2"),
+                    runs_dir = file.path(work, "runs"), verbose = FALSE)
+  expect_equal(counts(), list(resolve = 2L, validate = 2L))
+  expect_equal(run2$global_step, 20L)
+  expect_equal(run2$config$params$learning_rate, 0.3)
+  # an edited one is the edited list, validated for the job
+  cfg$train$max_steps <- 5L
+  run3 <- tpu_train(cfg, model_dir = file.path(work, "m3"), runs_dir = file.path(work, "runs"), verbose = FALSE)
+  expect_equal(counts(), list(resolve = 3L, validate = 3L))
+  expect_equal(run3$global_step, 5L)
+})
+
+test_that("tpu_train(data frame, flags =) validates the table's config once", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  counts <- local_config_counts()
+  cars <- mtcars[, c("mpg", "wt", "hp")]
+  run <- tpu_train(mpg ~ ., data = cars, model = "linear", flags = list(learning_rate = 0.02, max_steps = 6L),
+                   early_stopping = FALSE, model_dir = file.path(work, "cars"), runs_dir = file.path(work, "runs"),
+                   verbose = FALSE)
+  expect_equal(counts(), list(resolve = 1L, validate = 1L))
+  expect_equal(run$global_step, 6L)
+  expect_equal(run$config$params$learning_rate, 0.02)
+})

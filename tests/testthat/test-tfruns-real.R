@@ -74,19 +74,11 @@ test_that("tpu_train(path, flags =) validates the config once and resolves its d
   skip_if_no_tpuestimator()
   skip_if_no_fixtures()
   work <- local_work_dir()
-  # the core's own validator and resolver wrapped to count their calls (nothing of TensorFlow's)
-  reticulate::py_run_string(paste(
-    "import collections, tpuestimator.config as _cfg, tpuestimator.data.spec as _spec",
-    "_counts, _validate, _resolve = collections.Counter(), _cfg.validate, _spec._resolve",
-    "def _counted_validate(*a, **k):\n    _counts['validate'] += 1\n    return _validate(*a, **k)",
-    "def _counted_resolve(section):\n    _counts['resolve'] += 1\n    return _resolve(section)",
-    "_cfg.validate, _spec._resolve = _counted_validate, _counted_resolve", sep = "\n"))
-  on.exit(reticulate::py_run_string("_cfg.validate, _spec._resolve = _validate, _resolve"), add = TRUE)
+  counts <- local_config_counts()  # the core's own validator and resolver, counted
   run <- tpu_train(fixture_path("parity", "parity.yaml"), flags = list(max_steps = 10L, learning_rate = 0.2),
                    eval.every_n_steps = 10L, model_dir = file.path(work, "m"), runs_dir = file.path(work, "runs"),
                    verbose = FALSE)
-  counts <- reticulate::py_eval("dict(_counts)")
-  expect_equal(counts[order(names(counts))], list(resolve = 1L, validate = 1L))
+  expect_equal(counts(), list(resolve = 1L, validate = 1L))
   expect_equal(run$global_step, 10L)
   expect_equal(run$config$params$learning_rate, 0.2)
 })

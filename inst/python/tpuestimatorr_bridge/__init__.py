@@ -15,12 +15,22 @@ bytes of its column-major vector) and values R reads back through strict JSON.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .exports import (
+    evaluate_export,
+    export_info,
+    export_job,
+    export_model,
+    is_export_dir,
+    predict,
+    predict_files,
+    predict_to_file,
+    resolve_export_dir,
+)
 from .interrupts import r_interruptible
 from .runs import (
     default_runs_dir,
@@ -30,6 +40,17 @@ from .runs import (
     run_summary,
     run_target,
     runs_columns,
+)
+from .tables import (
+    default_table_dir,
+    predict_table,
+    predict_table_file,
+    predict_table_file_to_file,
+    table_export,
+    table_frame,
+    table_task_note,
+    train_table,
+    tune_table,
 )
 
 __all__ = [
@@ -42,10 +63,9 @@ __all__ = [
     "default_table_dir",
     "evaluate_export",
     "evaluate_job",
-    "export_info",
     "example_prediction_columns",
     "exception_classes",
-    "flag_overrides",
+    "export_info",
     "export_job",
     "export_model",
     "from_json",
@@ -55,11 +75,14 @@ __all__ = [
     "latest_run_dir",
     "predict",
     "predict_files",
+    "predict_table",
+    "predict_table_file",
+    "predict_table_file_to_file",
     "predict_to_file",
     "quiet_tensorflow",
-    "resolve_export_dir",
     "r_callback",
     "r_values",
+    "resolve_export_dir",
     "run_cluster",
     "run_job",
     "run_report",
@@ -68,9 +91,14 @@ __all__ = [
     "runs_columns",
     "start_tensorboard",
     "strings_to_numpy",
+    "table_export",
+    "table_frame",
+    "table_task_note",
     "to_json",
-    "tuning_run",
     "tpuestimator_version",
+    "train_table",
+    "tune_table",
+    "tuning_run",
     "write_example",
     "write_tfrecords",
 ]
@@ -220,11 +248,18 @@ def job_result_dict(result: Any) -> dict:
 def run_job(config: Any, overrides: Sequence[str] = (), flags_json: str | None = None, **kwargs: Any) -> Any:
     """`tpu_train()`: `tpuestimator.run_job` with R's interrupts held (`interrupts.py`). The config
     (a file, or an R list as JSON) is loaded here once with its overrides and `flags` (the JSON text
-    of an R list, mapped by `tpuestimator.config_flags`): validated once per job."""
+    of an R list, mapped by `tpuestimator.config_flags`): validated once per job. A `JobConfig`
+    (an unchanged `tpu_config()`, validated when R made it) is used as it is, validated again only
+    for what this call changes."""
     from tpuestimator import load_config
     from tpuestimator import run_job as _run_job
+    from tpuestimator.config import JobConfig, flag_settings
 
     flags = json.loads(flags_json) if flags_json else None
+    if isinstance(config, JobConfig):
+        sets = list(overrides)
+        sets += flag_settings(config.to_dict(), sets, flags) if flags else ()
+        return _run_job(config.with_overrides(sets), **kwargs)
     return _run_job(load_config(config, list(overrides), flags=flags), **kwargs)
 
 
@@ -241,84 +276,6 @@ def evaluate_job(model_dir: str, data_pattern: str | None = None) -> dict:
     from tpuestimator.jobs.model_dir_jobs import evaluate_job as _evaluate_job
 
     return _evaluate_job(model_dir, data_pattern=data_pattern)
-
-
-@r_interruptible
-def evaluate_export(export_dir: str, data_pattern: str | None = None, runs_dir: str | None = None,
-                    record: bool = True) -> dict:
-    """Offline evaluation of an export: metrics, per-class table, confusion matrix, run folder."""
-    from tpuestimator.jobs.export_jobs import evaluate_export as _evaluate_export
-
-    return _evaluate_export(export_dir, data_pattern=data_pattern, runs_dir=runs_dir, record=record)
-
-
-@r_interruptible
-def predict_files(export_dir: str, files: Sequence[str], batch_size: int = 1024) -> dict:
-    """Streaming predictions over TFRecord/image files or patterns, as {column: list}."""
-    from tpuestimator.jobs.export_jobs import predict_columns
-
-    return predict_columns(export_dir, list(files), batch_size=int(batch_size))
-
-
-@r_interruptible
-def predict_to_file(export_dir: str, files: Sequence[str], out: str, batch_size: int = 1024) -> dict:
-    """Streaming predictions written to a .csv or .parquet file; {path, rows, format}."""
-    from tpuestimator.jobs.export_jobs import predict_to_file as _predict_to_file
-
-    return _predict_to_file(export_dir, list(files), out, batch_size=int(batch_size))
-
-
-@r_interruptible
-def predict_table_file(export_dir: str, path: str, chunk_rows: int = 65536, batch_size: int = 1024) -> dict:
-    """A table model's predictions for a .csv/.parquet file read `chunk_rows` rows at a time, as
-    {column: list}: only the predictions are kept, never more than one chunk of the table."""
-    from tpuestimator.tables.predict import iter_table_predictions
-
-    out: dict[str, list] = {}
-    for columns in iter_table_predictions(export_dir, path, chunk_rows=int(chunk_rows), batch_size=int(batch_size)):
-        for name, values in columns.items():
-            out.setdefault(name, []).extend(values.tolist())
-    return out
-
-
-@r_interruptible
-def predict_table_file_to_file(export_dir: str, path: str, out: str, chunk_rows: int = 65536,
-                               batch_size: int = 1024) -> dict:
-    """A table model's predictions for a .csv/.parquet file, read and written chunk by chunk into
-    `out` (atomically); {path, rows, chunks, format}."""
-    from tpuestimator.tables.predict import predict_table_to_file
-
-    return predict_table_to_file(export_dir, path, out, chunk_rows=int(chunk_rows), batch_size=int(batch_size))
-
-
-@r_interruptible
-def export_job(model_dir: str, export_dir: str, format: str = "saved_model") -> Any:
-    """Exports the latest checkpoint in `model_dir`; returns the export's path."""
-    from tpuestimator.jobs.model_dir_jobs import export_job as _export_job
-
-    return _export_job(model_dir, export_dir, format=format)
-
-
-@r_interruptible
-def export_model(model_dir: str, export_dir: str, format: str = "saved_model", quantize: str | None = None,
-                 warmup: int | None = None, representative_batches: int | None = None) -> dict:
-    """Exports the latest checkpoint in `model_dir`: `path`, `saved_model`, `tflite` (the .tflite's
-    verification report or None), `warmup_requests`."""
-    import dataclasses
-
-    from tpuestimator.jobs.model_dir_jobs import export_model as _export_model
-
-    result = _export_model(model_dir, export_dir, format=format, quantize=quantize, warmup=warmup,
-                           representative_batches=representative_batches)
-    return dataclasses.asdict(result)
-
-
-@r_interruptible
-def predict(export_dir: str, features: Any) -> list[dict]:
-    """Per-example predictions of the SavedModel in `export_dir`."""
-    from tpuestimator.serving.exports import predict as _predict
-
-    return _predict(export_dir, features)
 
 
 @r_interruptible
@@ -361,8 +318,9 @@ def quiet_tensorflow(quiet: bool = True) -> None:
 @r_interruptible
 def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps: int = 0, evaluator: bool = False,
                 restarts: int = 0, model_dir: str | None = None, runs_dir: str | None = None, export: bool = True,
-                resume: bool = False, verbose: bool = True) -> dict:
-    """`tpu_train(cluster = ...)`: the job as a local cluster (`local_cluster.cluster_job`).
+                resume: bool = False, verbose: bool = True, flags_json: str | None = None) -> dict:
+    """`tpu_train(cluster = ...)`: the job as a local cluster (`local_cluster.cluster_job`), its
+    config loaded once there with the overrides and `flags` (the JSON text of an R list).
 
     The tasks' log lines arrive on reader threads, where calling back into R is unsafe, so
     they go straight to the process's stderr (file descriptor 2) with their task prefix.
@@ -375,17 +333,8 @@ def run_cluster(config: Any, overrides: Sequence[str] = (), *, workers: int, ps:
 
     return cluster_job(config, overrides=list(overrides), workers=int(workers), ps=int(ps),
                        evaluator=bool(evaluator), restarts=int(restarts), model_dir=model_dir, runs_dir=runs_dir,
-                       export=bool(export), resume=bool(resume), on_line=on_line)
-
-
-def flag_overrides(config: Any, overrides: Sequence[str], flags_json: str, base_dir: str | None = None) -> list[str]:
-    """`tpu_train(flags = )`: the flags (JSON text of an R list) as ``key=value`` overrides of
-    the config (`tpuestimator.config_flags`); a flag naming no field raises a ConfigError."""
-    from tpuestimator.config import load_config
-    from tpuestimator.config_flags import flag_overrides as _flag_overrides
-
-    cfg = load_config(config, list(overrides), base_dir=base_dir)
-    return _flag_overrides(cfg, json.loads(flags_json))
+                       export=bool(export), resume=bool(resume), on_line=on_line,
+                       flags=json.loads(flags_json) if flags_json else None)
 
 
 @r_interruptible
@@ -425,123 +374,3 @@ def start_tensorboard(logdir: Any, port: Any = "auto", timeout: float = 60.0, re
     port = port if port == "auto" else int(port)
     return _start_tensorboard(logdir, port=port, timeout=float(timeout),
                               extra_args=["--reload_interval", str(reload_interval)])
-
-
-def resolve_export_dir(path: str) -> str:
-    """The SavedModel a run, model or export folder means (`tpuestimator.serving.exports.resolve_export_dir`)."""
-    from tpuestimator.serving.exports import resolve_export_dir as _resolve_export_dir
-
-    return _resolve_export_dir(path)
-
-
-def table_frame(frame: Any, na_columns: Mapping[str, Sequence[Any]] | None = None, rows: int | None = None):
-    """An R data frame (a pandas DataFrame through reticulate) with the columns whose NA reticulate
-    cannot carry (character and logical: R sends them as lists with None) put back, and its first
-    `rows` rows only (R sends a one-row frame as two copies of the row: see `r_table_to_py`)."""
-    import pandas as pd
-
-    frame = frame.copy()
-    for name, values in (na_columns or {}).items():
-        frame[name] = pd.Series(list(values), dtype=object, index=frame.index)
-    return frame if rows is None else frame.iloc[:int(rows)]
-
-
-@contextlib.contextmanager
-def _r_syntax():
-    """Errors and notes raised inside written for the R user who reads them: their fixes in R
-    (`missing = list(x = "mean")`, `task = "regression"`, not Python's dict and keywords), by
-    `tpuestimator.errors.message_syntax`."""
-    from tpuestimator.errors import message_syntax
-
-    with message_syntax("r"):
-        yield
-
-
-@r_interruptible
-def train_table(frame: Any, label: str, out_dir: str, model: str = "dnn", task: str | None = None,
-                split: Any = 0.2, feature_columns: Mapping[str, Any] | None = None,
-                missing: Any = None, overrides: Sequence[str] = (), flags_json: str | None = None,
-                **job_kwargs: Any) -> Any:
-    """`tpuestimator.tables.train_table` from R (config overrides as `section.field=value` strings,
-    a run's flags as the JSON text of an R list, mapped as `flag_overrides` maps them)."""
-    from tpuestimator.tables import train_table as _train_table
-
-    flags = json.loads(flags_json) if flags_json else None
-    with _r_syntax():
-        return _train_table(frame, label=label, out_dir=out_dir, model=model, task=task, split=split,
-                            feature_columns=feature_columns, missing=missing, overrides=list(overrides), flags=flags,
-                            **job_kwargs)
-
-
-@r_interruptible
-def tune_table(frame: Any, label: str, flags_json: str, model: str = "dnn", task: str | None = None,
-               split: float = 0.2, feature_columns: Mapping[str, Any] | None = None, missing: Any = None,
-               overrides: Sequence[str] = (), sample: float | None = None, runs_dir: str | None = None,
-               on_run: Any = None, **job_kwargs: Any) -> list[str]:
-    """`tpu_tuning_run(formula, data =)`: `tpuestimator.tables.tune_table`; returns the run folders
-    trained. `on_run(i, n, label)` (an R function) hears of each combination before it trains."""
-    from tpuestimator.tables import tune_table as _tune_table
-
-    def announce(i: int, n: int, combo: dict) -> None:
-        if on_run is not None:
-            on_run(i, n, ", ".join(f"{k}={v}" for k, v in combo.items()))
-
-    with _r_syntax():
-        results = _tune_table(frame, label=label, flags=json.loads(flags_json), model=model, task=task,
-                              split=float(split), feature_columns=feature_columns, missing=missing,
-                              overrides=list(overrides), sample=None if sample is None else float(sample),
-                              runs_dir=runs_dir, on_run=announce, **job_kwargs)
-    return [str(r.run_dir) for r in results if r.run_dir]
-
-
-def table_task_note(frame: Any, label: str) -> str | None:
-    """The line saying which task `tpu_train()` infers from the label column, why, and how to
-    choose the other (`tpuestimator.tables.frames.task_from_label`); None when there is no such column."""
-    from tpuestimator.tables.frames import column_values, read_table, task_from_label, task_message
-
-    frame, _ = read_table(frame)
-    if label not in frame.columns:
-        return None
-    task, why = task_from_label(*column_values(frame[label]))
-    return task_message(label, task, why, syntax="r")
-
-
-def export_info(export_dir: str) -> dict | None:
-    """An export's metadata (`tpuestimator.serving.export_info.ExportInfo`, as its file's dict),
-    None for a folder tpuestimator did not export: what R reads of an export (class names, the
-    feature spec), from the one reader."""
-    from tpuestimator.serving.export_info import read_export_info
-
-    info = read_export_info(export_dir)
-    return info.to_dict() if info is not None else None
-
-
-def default_table_dir(label: str, model: str, run_dir: str | None = None) -> str:
-    """A table model's folder when R names none (`tpuestimator.tables.api.default_table_dir`)."""
-    from tpuestimator.tables.api import default_table_dir as _default_table_dir
-
-    return _default_table_dir(label, model, run_dir)
-
-
-def is_export_dir(path: str) -> bool:
-    """Whether `path` is an export tpuestimator wrote (`tpuestimator.serving.exports.is_export_dir`)."""
-    from tpuestimator.serving.exports import is_export_dir as _is_export_dir
-
-    return _is_export_dir(path)
-
-
-def table_export(export_dir: str) -> dict | None:
-    """The table an export was trained on ({feature_columns, task, label}), None for other exports."""
-    from tpuestimator.serving import open_export
-
-    table = open_export(export_dir).info.table
-    return table.to_dict() if table is not None else None
-
-
-@r_interruptible
-def predict_table(export_dir: str, frame: Any) -> dict:
-    """Predictions for a data frame from a table model's export, as {column: list}."""
-    from tpuestimator.tables import predict_table as _predict_table
-
-    with _r_syntax():
-        return {k: v.tolist() for k, v in _predict_table(export_dir, frame).items()}

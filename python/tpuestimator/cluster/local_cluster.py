@@ -24,7 +24,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tpuestimator.errors import ConfigError
 
@@ -256,7 +257,7 @@ def task_config(config: str, train_args: Sequence[str] = ()):
 def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool = False,
                       train_args: Sequence[str] = (), restarts: int = 0, env: dict | None = None,
                       host: str = "127.0.0.1", on_line: Callable[[Task, str], None] | None = None,
-                      on_start: Callable[[LocalCluster, int], None] | None = None) -> ClusterResult:
+                      on_start: Callable[[LocalCluster, int], None] | None = None, job=None) -> ClusterResult:
     """Runs `tpuestimator train CONFIG TRAIN_ARGS` as a local cluster until it ends.
 
     Args:
@@ -269,6 +270,7 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
       on_line: `on_line(task, line)` for each log line of each task (default: logged with a
         `[worker 0]` prefix).
       on_start: `on_start(cluster, attempt)` after each start (attempt 0 is the first).
+      job: the `JobConfig` the tasks load, when the caller has it (default `task_config`).
 
     Returns:
       A `ClusterResult`. Ctrl-C stops every task and re-raises KeyboardInterrupt.
@@ -277,12 +279,13 @@ def run_local_cluster(config: str, *, workers: int, ps: int = 0, evaluator: bool
     if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
         raise ConfigError("--restarts", restarts, "a whole number of whole-cluster restarts, 0 or more")
     train_args = [str(a) for a in train_args]
-    shape.check_strategy(task_config(config, train_args).run.strategy)  # fails before any process starts
+    job = job or task_config(config, train_args)  # a bad config fails before any process starts
+    shape.check_strategy(job.run.strategy)
     if on_line is None:
         def on_line(task: Task, line: str) -> None:
             logger.info("[%s] %s", task.name, line)
     command = train_command(config, train_args)
-    records = _RestartRecords(config, train_args)
+    records = _RestartRecords(job, train_args)
     attempt = 0
     while True:
         cluster = LocalCluster(shape, command, env=env, host=host, on_line=on_line)
@@ -312,9 +315,8 @@ class _RestartRecords:
     run that continued the training), so one cluster command leaves one completed run and no
     run that looks unfinished (docs/RUN_FORMAT.md)."""
 
-    def __init__(self, config: str, train_args: Sequence[str]):
+    def __init__(self, cfg, train_args: Sequence[str]):
         args = list(train_args)
-        cfg = task_config(config, args)
 
         def flag(name):
             values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == name]
@@ -357,13 +359,12 @@ class _RestartRecords:
 def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, restarts: int = 0,
                 overrides: Sequence[str] = (), model_dir: str | None = None, runs_dir: str | None = None,
                 record: bool = True, export: bool = True, resume: bool = False,
-                on_line: Callable[[Task, str], None] | None = None) -> dict:
+                on_line: Callable[[Task, str], None] | None = None, flags: Mapping[str, Any] | None = None) -> dict:
     """`run_job`'s arguments, run as a local cluster (R's `tpu_train(cluster = ...)`).
 
-    `config` is a file path or a dict (written to a temporary YAML file the tasks read, its
-    data paths resolved first). Returns the chief's summary in `JobResult`'s fields
-    (`run_dir`, `model_dir`, `export_dir`, `metrics`, `global_step`, `history` empty) plus
-    `restarts`; a failed task raises `ClusterTaskError`.
+    `config` is a file path or a dict (written to a temporary YAML file the tasks read, its data
+    paths resolved first); `flags` are mapped as `load_config(flags=)` maps them. Returns the chief's
+    summary in `JobResult`'s fields (`history` empty) plus `restarts`; a failed task raises `ClusterTaskError`.
     """
     import shutil
     import tempfile
@@ -371,14 +372,14 @@ def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, r
     from tpuestimator.config import dump_config, load_config
     from tpuestimator.errors import ClusterTaskError
 
-    overrides = [str(o) for o in overrides]
+    job = load_config(config, [str(o) for o in overrides], flags=flags)  # validated once, before any task starts
     temp = None
-    if isinstance(config, (str, os.PathLike)):
-        path, train_args = str(config), [a for o in overrides for a in ("--set", o)]
+    if isinstance(config, (str, os.PathLike)):  # the overrides with the flags' (job.overrides)
+        path, train_args = str(config), [a for o in job.overrides for a in ("--set", o)]
     else:  # a dict: the tasks read the resolved config from a file
         temp = tempfile.mkdtemp(prefix="tpuestimator-cluster-config-")
         path, train_args = os.path.join(temp, "config.yaml"), []
-        dump_config(load_config(config, overrides), path)
+        dump_config(job, path)
     for flag, value in (("--model-dir", model_dir), ("--runs-dir", runs_dir)):
         if value:
             train_args += [flag, str(value)]
@@ -386,8 +387,7 @@ def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, r
                                          ("--resume", resume)) if on]
     try:
         result = run_local_cluster(path, workers=workers, ps=ps, evaluator=evaluator, train_args=train_args,
-                                   restarts=restarts, on_line=on_line)
-        cfg = task_config(path, train_args)
+                                   restarts=restarts, on_line=on_line, job=job)
     finally:
         if temp:
             shutil.rmtree(temp, ignore_errors=True)
@@ -396,5 +396,5 @@ def cluster_job(config, *, workers: int, ps: int = 0, evaluator: bool = False, r
     summary = result.chief_summary()
     return {"run_dir": summary.get("run_dir"), "model_dir": summary.get("model_dir"),
             "export_dir": summary.get("export_dir"), "metrics": summary["metrics"], "history": [],
-            "global_step": summary.get("global_step"), "config": cfg.to_dict(),  # a plain dict: R's result
+            "global_step": summary.get("global_step"), "config": job.to_dict(),  # a plain dict: R's result
             "restarts": result.restarts}

@@ -79,11 +79,14 @@ class JobResult:
 
 
 def _as_config(config, overrides: Iterable[str]) -> JobConfig:
-    """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end).
-    With overrides it is a real change of fields, given as `--set` strings, validated again
-    (`JobConfig.with_overrides`: its source, the run record's `script`, kept)."""
+    """A `JobConfig` is already validated: it is used as it is (validated once, typed to the end),
+    with views of its own, so what a job resolves from it (its data section, read from the
+    manifest) is this job's, never an earlier job's of the same config. With overrides it is a real
+    change of fields, given as `--set` strings, validated again (`JobConfig.with_overrides`: its
+    source, the run record's `script`, kept)."""
     if isinstance(config, JobConfig):
-        return config.with_overrides(overrides)
+        overrides = tuple(overrides)
+        return config.with_overrides(overrides) if overrides else dataclasses.replace(config)
     return load_config(config, overrides)
 
 

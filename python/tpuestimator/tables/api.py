@@ -32,20 +32,18 @@ def table_config(manifest: str, *, model: str = "dnn", config: Mapping[str, Any]
 
 def table_flag_overrides(cfg: Mapping[str, Any], model: str, overrides: list[str],
                          flags: Mapping[str, Any]) -> list[str]:
-    """``key=value`` overrides for `flags` on the table config `cfg` (with `overrides` applied).
+    """``key=value`` overrides for `flags` on the table config `cfg` (with `overrides` applied),
+    mapped without validating (`config.flag_settings`): the job validates its config once, with them.
 
     The canned models read parameters the table config leaves out (`learning_rate`,
     `hidden_units`, ...; `models.params.PARAM_DEFAULTS`), so their short names are looked up
     as if the config held the defaults: ``learning_rate`` sets ``params.learning_rate`` as it
     does for a config that names it.
     """
-    from tpuestimator.config import load_config
-    from tpuestimator.config_flags import flag_overrides
+    from tpuestimator.config import flag_settings
     from tpuestimator.models.params import PARAM_DEFAULTS
 
-    with_defaults = dict(cfg)
-    with_defaults["params"] = {**PARAM_DEFAULTS.get(model, {}), **dict(cfg.get("params") or {})}
-    return flag_overrides(load_config(with_defaults, overrides), flags)
+    return list(flag_settings(cfg, overrides, flags, params_defaults=PARAM_DEFAULTS.get(model, {})))
 
 
 def default_table_dir(label: str, model: str, run_dir: str | os.PathLike | None = None) -> str:
