@@ -112,13 +112,13 @@ override_value <- function(value) {
 }
 
 # A tpu_config's attributes: where it was loaded from and what it was validated as.
-TPU_CONFIG_ATTRIBUTES <- c("tpu_source", "tpu_overrides", "tpu_base_dir", "tpu_validated", "tpu_job")
+tpu_config_attributes <- c("tpu_source", "tpu_overrides", "tpu_base_dir", "tpu_validated", "tpu_job")
 
 # What to hand to Python for a tpu_config: its file and overrides when unchanged (and `job`, the
 # Python config it was validated as, while this session holds it), otherwise the edited list itself.
 config_source <- function(cfg) {
   current <- unclass(cfg)
-  for (a in TPU_CONFIG_ATTRIBUTES) attr(current, a) <- NULL
+  for (a in tpu_config_attributes) attr(current, a) <- NULL
   base_dir <- attr(cfg, "tpu_base_dir")
   file <- attr(cfg, "tpu_source")
   unchanged <- identical(current, attr(cfg, "tpu_validated"))
@@ -176,7 +176,7 @@ print.tpu_config <- function(x, ...) {
 #' @export
 as.list.tpu_config <- function(x, ...) {
   out <- unclass(x)
-  for (a in TPU_CONFIG_ATTRIBUTES) attr(out, a) <- NULL
+  for (a in tpu_config_attributes) attr(out, a) <- NULL
   out
 }
 
