@@ -38,9 +38,12 @@ def test_early_stopping_hook_resets_patience_on_improvement(tmp_path):
 
     hook = EarlyStoppingHook(monitor="accuracy", mode="auto", patience=1, min_delta=0.01)
     assert hook.mode == "max"
-    for step, acc in [(1, 0.50), (2, 0.505), (3, 0.60), (4, 0.60)]:
+    hook.after_eval(1, {"accuracy": 0.50})
+    hook.after_eval(2, {"accuracy": 0.505})
+    assert (hook.best, hook.bad_evals) == (0.50, 1)  # 0.505 < 0.50 + min_delta: no improvement
+    for step, acc in [(3, 0.60), (4, 0.60)]:
         hook.after_eval(step, {"accuracy": acc})
-    assert not hook.stop_training and hook.best == 0.60 and hook.bad_evals == 1  # 0.505 < 0.50 + min_delta
+    assert not hook.stop_training and hook.best == 0.60 and hook.bad_evals == 1
     hook.after_eval(5, {"accuracy": float("nan")})  # NaN never improves
     assert hook.stop_training and hook.stopped_step == 5
     with pytest.raises(KeyError, match="accuracy"):
