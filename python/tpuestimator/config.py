@@ -122,15 +122,17 @@ class JobConfig:
             node = node.get(part) if isinstance(node, Mapping) else None
         return copy.deepcopy(node)
 
-    def with_overrides(self, overrides: Iterable[str]) -> JobConfig:
-        """This config with `--set` strings applied: a real change, validated again as a whole, the
-        source kept (the run record's `script`) and the overrides added to those already applied."""
+    def with_overrides(self, overrides: Iterable[str], *, flags: Mapping[str, Any] | None = None) -> JobConfig:
+        """This config with `--set` strings and then a run's `flags` applied (as `load_config` applies
+        them): a real change, validated again as a whole, the source kept (the run record's `script`)
+        and the overrides added to those already applied."""
         overrides = tuple(overrides)
-        if not overrides:
+        if not overrides and not flags:
             return self
         raw = self.to_dict()
         for item in overrides:
             _apply_override(raw, item)
+        overrides += _apply_flags(raw, flags)
         base = os.path.dirname(os.path.abspath(self.source)) if self.source else os.getcwd()
         _resolve_paths(raw, base)
         return _finish(raw, self.source, self.overrides + overrides, base_dir=base)
@@ -174,11 +176,7 @@ def load_config(source: str | os.PathLike | Mapping[str, Any], overrides: Iterab
     for item in overrides:
         _apply_override(raw, item)
     raw.setdefault("name", "job")
-    if flags:
-        sets = _flag_sets(raw, flags)
-        for item in sets:
-            _apply_override(raw, item)
-        overrides += sets
+    overrides += _apply_flags(raw, flags)
     _resolve_paths(raw, base)
     return _finish(raw, src_name, overrides, base_dir=base)
 
@@ -200,6 +198,14 @@ def flag_settings(source: str | os.PathLike | Mapping[str, Any], overrides: Iter
     if params_defaults:
         raw["params"] = {**dict(params_defaults), **dict(raw.get("params") or {})}
     return _flag_sets(raw, flags) if flags else ()
+
+
+def _apply_flags(raw: dict, flags: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Applies `flags` to `raw` (after its overrides) in place; returns their `--set` strings."""
+    sets = _flag_sets(raw, flags) if flags else ()
+    for item in sets:
+        _apply_override(raw, item)
+    return sets
 
 
 def _flag_sets(raw: dict, flags: Mapping[str, Any]) -> tuple[str, ...]:

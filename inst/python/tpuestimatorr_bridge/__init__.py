@@ -253,13 +253,11 @@ def run_job(config: Any, overrides: Sequence[str] = (), flags_json: str | None =
     for what this call changes."""
     from tpuestimator import load_config
     from tpuestimator import run_job as _run_job
-    from tpuestimator.config import JobConfig, flag_settings
+    from tpuestimator.config import JobConfig
 
     flags = json.loads(flags_json) if flags_json else None
     if isinstance(config, JobConfig):
-        sets = list(overrides)
-        sets += flag_settings(config.to_dict(), sets, flags) if flags else ()
-        return _run_job(config.with_overrides(sets), **kwargs)
+        return _run_job(config.with_overrides(list(overrides), flags=flags), **kwargs)
     return _run_job(load_config(config, list(overrides), flags=flags), **kwargs)
 
 
