@@ -8,7 +8,10 @@
 #                 (a fast test of every sub-package and every R file, test_quick_tier.py keeps
 #                 it so), then the linters; no R CMD check. Set-up runs only where it is not done.
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
-# sets pytest's worker processes (default 2, one per core here; 0 runs in one process).
+# sets pytest's worker processes (default 3 on this 2-core machine: with 2 the cores were busy 84%
+# of the run, its tests waiting on child processes and servers, with 3 94%, and the run 591 s
+# instead of 632-652; 0 runs in one process). testthat runs its files in TESTTHAT_CPUS parallel R
+# sessions (default 2; scripts/run_testthat.R).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=test
@@ -45,7 +48,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 # testthat's R sessions see Python as a user of the core install does: scikit-learn (a dev extra,
 # for pytest's own answers) hidden, so Keras does not import it in each of them (1-1.5 CPU s).
 r_python_path="$PWD/tests/python/without_sklearn${PYTHONPATH:+:$PYTHONPATH}"
-workers=${TPUESTIMATOR_TEST_WORKERS:-2}
+workers=${TPUESTIMATOR_TEST_WORKERS:-3}
 status=0
 timed() {
   local name=$1 start=$SECONDS
@@ -61,7 +64,7 @@ if [ "$mode" = quick ]; then
   side_log=$(mktemp)
   ( status=0; timed lint bash scripts/lint.sh; exit $status ) >"$side_log" 2>&1 &
   side=$!
-  timed "testthat (quick)" env PYTHONPATH="$r_python_path" Rscript -e "res <- testthat::test_local('.', filter = '^($quick_r)\$', reporter = c('summary', 'fail'), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf('testthat: %d passed, %d failed, %d skipped\n', sum(df\$passed), sum(df\$failed) + sum(df\$error), sum(df\$skipped))); if (sum(df\$failed) + sum(df\$error) > 0 || (Sys.getenv('TPUESTIMATOR_FORCE_TESTS') == '1' && sum(df\$skipped) > 0)) quit(status = 1)"
+  timed "testthat (quick)" env PYTHONPATH="$r_python_path" Rscript scripts/run_testthat.R "^($quick_r)\$"
   wait "$side" || status=1
   cat "$side_log"
   rm -f "$side_log"
@@ -77,7 +80,7 @@ side_log=$(mktemp)
 ( status=0; timed "R CMD check" bash scripts/r_check.sh; timed lint bash scripts/lint.sh
   timed "docs sites" bash scripts/build_docs.sh; exit $status ) >"$side_log" 2>&1 &
 side=$!
-timed testthat env PYTHONPATH="$r_python_path" Rscript -e 'res <- testthat::test_local(".", reporter = c("summary", "fail"), stop_on_failure = FALSE); df <- as.data.frame(res); cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), sum(df$failed) + sum(df$error), sum(df$skipped))); if (sum(df$failed) + sum(df$error) > 0 || (Sys.getenv("TPUESTIMATOR_FORCE_TESTS") == "1" && sum(df$skipped) > 0)) quit(status = 1)'
+timed testthat env PYTHONPATH="$r_python_path" Rscript scripts/run_testthat.R
 wait "$side" || status=1
 cat "$side_log"
 rm -f "$side_log"

@@ -261,3 +261,33 @@ def test_a_dropped_estimator_is_freed_at_once_without_the_garbage_collector(tmp_
         assert ref() is None, "the Estimator is kept alive by a reference cycle"
     finally:
         gc.enable()
+
+
+def test_a_reusable_input_is_built_once_and_a_plain_function_called_at_every_evaluation(mirrored):
+    """An input function declaring `reusable` (the built-in pipeline's evaluation input) is called
+    once for evaluations with the same params, and each evaluation still covers every example
+    exactly once (8 replicas, padded); a plain function is called at every evaluation, so one
+    that reads other data each time is honoured."""
+    from tpuestimator.core.input_fn import InputFn
+
+    est, x, y = mirrored
+    calls = []
+
+    def counted(params):
+        calls.append(params["mode"])
+        return array_input_fn(x, y)(params)
+
+    reusable = InputFn(fn=counted, reusable=True)
+    first, second = est.evaluate(reusable), est.evaluate(reusable)
+    assert calls == ["eval"]
+    assert first == second and first["num_examples"] == 1001
+    assert first["loss"] == pytest.approx(_numpy_reference(est, x, y)[0], rel=1e-5, abs=1e-6)
+    assert est.evaluate(reusable, steps=2)["num_examples"] == 2 * 64 and calls == ["eval", "eval"]  # other steps
+
+    sizes = iter([1001, 500])
+
+    def changing(params):  # a plain function: the first call reads every example, the second 500
+        n = next(sizes)
+        return array_input_fn(x[:n], y[:n])(params)
+
+    assert [est.evaluate(changing)["num_examples"] for _ in range(2)] == [1001, 500]

@@ -38,6 +38,7 @@ class Evaluator:
         self.device_info = device_info
         self.input_on_host = input_on_host
         self._functions: dict = {}  # (mode, relayout): device functions built once
+        self._last_input: tuple | None = None  # (input_fn, params, steps, the input built from them)
 
     @property
     def num_replicas(self) -> int:
@@ -53,7 +54,20 @@ class Evaluator:
     def input(self, input_fn, params: dict, steps: int | None):
         """The evaluation / prediction input, distributed. Several workers (`multi_worker`):
         each pads the whole input alike and keeps its slice of every global batch
-        (`batching.worker_share`); the metrics are all-reduced."""
+        (`batching.worker_share`); the metrics are all-reduced. An input function that declares
+        itself `reusable` (`InputFn`) is called once for a run of calls with the same params:
+        the input built from it is iterated again."""
+        if not declarations(input_fn).reusable:
+            return self._build_input(input_fn, params, steps)
+        key = {k: v for k, v in params.items() if k != "start_step"}
+        last = self._last_input
+        if last is not None and last[0] is input_fn and last[2] == steps and _same_params(last[1], key):
+            return last[3]
+        built = self._build_input(input_fn, params, steps)
+        self._last_input = (input_fn, key, steps, built)
+        return built
+
+    def _build_input(self, input_fn, params: dict, steps: int | None):
         per_replica = params["batch_size"]
         batch_axes = self.client_layout_axes(input_fn)
 
@@ -128,3 +142,11 @@ class Evaluator:
         step = self.function("predict", input_fn)
         for batch in self.input(input_fn, params, None):
             yield {k: v.numpy() for k, v in step(batch).items()}
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    """`a == b`, False where a value cannot say (an array's `==` is elementwise)."""
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False

@@ -29,6 +29,12 @@ class InputFn:
         (`data.transpose_input`); the feature spec and the export keep the clients' layout.
       to_model_layout: None, or `features -> features` turning the clients' layout into the
         one `fn` delivers (applied by the export's signatures and to padded eval batches).
+      reusable: an evaluation / prediction dataset `fn` returns reads the same examples in the
+        same order each time it is iterated, and a call with the same `params` (`start_step`
+        aside, which one pass does not read) returns an equal one: the Estimator builds it once
+        and iterates it again at each evaluation. The built-in pipeline declares it: rebuilding
+        it (tracing its decoding again) was 0.13 CPU s of each evaluation, most of one on a
+        small table.
 
     Compared by identity: the Estimator keeps a training iterator while the same input
     function is passed again.
@@ -38,6 +44,7 @@ class InputFn:
     skips_to_start_step: bool = False
     batch_axes: Mapping[str, int] = dataclasses.field(default_factory=dict)
     to_model_layout: Callable[[dict], dict] | None = None
+    reusable: bool = False
 
     def __call__(self, params: dict):
         return self.fn(params)

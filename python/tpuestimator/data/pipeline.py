@@ -137,6 +137,7 @@ def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
     transposed = bool(spec.transpose_input)  # read by the Estimator: feature spec, model build and export
     return DataInputFn(fn=input_fn, data_spec=spec, mode=mode,
                        skips_to_start_step=True,  # it skips to params["start_step"] itself, before decoding
+                       reusable=mode != "train",  # one pass over the resolved files, no shuffle, no service
                        batch_axes=dict(TRANSPOSED_BATCH_AXES) if transposed else {},
                        to_model_layout=transpose_input if transposed else None)
 
