@@ -8,10 +8,10 @@
 #                 (a fast test of every sub-package and every R file, test_quick_tier.py keeps
 #                 it so), then the linters; no R CMD check. Set-up runs only where it is not done.
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
-# sets pytest's worker processes (default 3 on this 2-core machine: with 2 the cores were busy 84%
-# of the run, its tests waiting on child processes and servers, with 3 94%, and the run 591 s
-# instead of 632-652; 0 runs in one process). testthat runs its files in TESTTHAT_CPUS parallel R
-# sessions (default 2; scripts/run_testthat.R).
+# sets pytest's worker processes (default 2, one per core here; 0 runs in one process: 3 kept the
+# cores busier, 94% of the run against 84%, but three whole runs with 3 took 591, 683 and 695 s
+# against 632 and 657 with 2, within this machine's noise). testthat runs its files in
+# TESTTHAT_CPUS parallel R sessions (default 2; scripts/run_testthat.R).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=test
@@ -48,7 +48,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 # testthat's R sessions see Python as a user of the core install does: scikit-learn (a dev extra,
 # for pytest's own answers) hidden, so Keras does not import it in each of them (1-1.5 CPU s).
 r_python_path="$PWD/tests/python/without_sklearn${PYTHONPATH:+:$PYTHONPATH}"
-workers=${TPUESTIMATOR_TEST_WORKERS:-3}
+workers=${TPUESTIMATOR_TEST_WORKERS:-2}
 status=0
 timed() {
   local name=$1 start=$SECONDS

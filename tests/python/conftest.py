@@ -6,7 +6,7 @@
   nothing is skipped silently in CI. That covers a whole file skipped while it is collected
   (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
   reports it as a skipped collection, not as skipped tests, so it is failed there too.
-- Under pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) the tests of a file
+- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the tests of a file
   with a fixture that outlives one test (a trained model, the main job) run together on one
   worker, so the fixture runs once; every other test is handed out on its own, so no worker
   is left alone with a long file (the benchmark smoke runs) at the end. `slow` tests are

@@ -33,8 +33,8 @@ class InputFn:
         same order each time it is iterated, and a call with the same `params` (`start_step`
         aside, which one pass does not read) returns an equal one: the Estimator builds it once
         and iterates it again at each evaluation. The built-in pipeline declares it: rebuilding
-        it (tracing its decoding again) was 0.13 CPU s of each evaluation, most of one on a
-        small table.
+        it (tracing its decoding again) cost about 0.07 CPU s an evaluation, a small
+        table's training 2.4 of its 11.2 s.
 
     Compared by identity: the Estimator keeps a training iterator while the same input
     function is passed again.
