@@ -16,7 +16,8 @@ res <- testthat::test_local(".", filter = filter, reporter = c("summary", "fail"
 df <- as.data.frame(res)
 failed <- sum(df$failed) + sum(df$error)
 cat(sprintf("testthat: %d passed, %d failed, %d skipped\n", sum(df$passed), failed, sum(df$skipped)))
-if (sum(df$real) > 0) {  # a serial run
+# a parallel run reports a few ms for every test (the main session's wait), not the tests' times
+if (toupper(Sys.getenv("TESTTHAT_PARALLEL")) %in% c("FALSE", "F", "0")) {
   by_file <- sort(tapply(df$real, df$file, sum), decreasing = TRUE)
   cat("slowest testthat files (wall s):\n")
   cat(sprintf("%7.1f  %s\n", head(by_file, 10), names(head(by_file, 10))), sep = "")

@@ -2,14 +2,15 @@
 seeded random points and resumed, and what it leaves is checked after every fault and at the
 end:
 
-- each fault: SIGKILL at a random time after start (the lock, the run record's creation, the
-  first loops; the process is a fork that has TensorFlow imported, conftest.py's
+- each fault: SIGKILL at a random time after start, at the latest once the run wrote its
+  checkpoint of step 40 (the lock, the run record's creation, the first loops; the process is a fork that has TensorFlow imported, conftest.py's
   `forked_python`, so the kill lands in our code, not in TensorFlow's import), SIGKILL / SIGTERM / SIGINT once the latest checkpoint
   reached a random step AND was written by this process (a kill a few ms after a checkpoint
   lands in a device loop, in the next checkpoint's write, an evaluation or an export; never
   while the interpreter starts, where no handler of ours can run yet). SIGTERM/SIGINT must
-  exit 143/130 with a checkpoint at the step where the run record says it stopped, and every
-  chain must have at least one such stop;
+  exit 143/130 with a checkpoint at the step where the run record says it stopped, and a
+  chain whose SIGTERM lands has at least one such stop (faults after a run that completed
+  are not run);
 - after every fault: the latest checkpoint loads and holds only finite values; every run
   record is valid (`runs/validate.py`);
 - after the rerun that completes (`cli.main` in the test's process: no signal comes to it):
@@ -67,6 +68,7 @@ SETTINGS = {"params": {"learning_rate": 0.003},
                       "keep_checkpoint_max": 3},
             "eval": {"every_n_steps": 100},
             "export": {"enabled": True, "exporters": ["final", "best"]}}
+TIME_FAULT_LATEST_STEP = 40  # the smallest step a step fault may wait for (plan_faults)
 TIMEOUT_S = 900  # per CLI run: a safety net only (at a load of 18 on 2 cores, one run of 195 steps took over 300 s)
 
 
@@ -123,13 +125,17 @@ def inject(fault: Fault, cmd: list[str], env: dict, model_dir: Path) -> subproce
         start = time.monotonic()
         try:
             while proc.poll() is None and time.monotonic() - start < TIMEOUT_S:
-                if fault.at_time is not None:
-                    left = fault.at_time - (time.monotonic() - start)
-                    if left <= 0:
-                        break
-                    time.sleep(min(left, 0.05))
-                    continue
                 step = checkpoint_step(model_dir)
+                if fault.at_time is not None:
+                    # at its time, or at the latest once this process wrote the checkpoint of step
+                    # TIME_FAULT_LATEST_STEP: a forked run needs no import, and on a fast machine a
+                    # few seconds took it to step 280, leaving the chain's step faults nothing to hit
+                    left = fault.at_time - (time.monotonic() - start)
+                    if left <= 0 or (step is not None and step >= TIME_FAULT_LATEST_STEP
+                                     and (resumes_from is None or step > resumes_from)):
+                        break
+                    time.sleep(min(left, 0.02))
+                    continue
                 if step is not None and step >= fault.at_step and (resumes_from is None or step > resumes_from):
                     time.sleep(fault.delay)
                     break
@@ -274,7 +280,8 @@ def test_the_plan_is_seeded_and_has_the_asked_number_of_points():
 def test_every_fault_leaves_a_resumable_model_dir_and_valid_records(faults_run):
     landed = 0
     for chain in faults_run["chains"]:
-        for fault in chain["faults"]:
+        ran = [fault for fault in chain["faults"] if fault.returncode is not None]
+        for fault in ran:  # the faults after a run that completed are never run
             assert fault.problems == [], str(fault)
             if fault.returncode == 0:
                 continue  # the run ended before the signal came
@@ -294,8 +301,8 @@ def test_every_fault_leaves_a_resumable_model_dir_and_valid_records(faults_run):
                 row = fault.row
                 assert row["status"] == "interrupted" and fault.kind in row["interrupted"], f"{fault}: {row}"
                 assert f"step {fault.stopped_at}:" in row["interrupted"], f"{fault}: {row['interrupted']}"
-        if len(chain["faults"]) > 1:  # every chain has a SIGTERM: at least one handled stop
-            exits = [f.returncode for f in chain["faults"]]
+        if any(f.kind == "SIGTERM" and f.returncode != 0 for f in ran):  # at least one handled stop
+            exits = [f.returncode for f in ran]
             assert any(code in (143, 130) for code in exits), \
                 f"chain {chain['faults'][0].chain}: no fault exited 143/130: {exits}"
         final = chain["final"]
