@@ -7,8 +7,9 @@ Exit status 0 only when every entry run was caught.
     nice -n 10 python scripts/mutations.py [--only M3 ...] [--no-baseline] [--keep] [--list]
 
 Where a break goes: an entry's `find` text is looked up in every `.py`, `.R` and `.sh` file under
-`python/`, `R/`, `inst/` and `scripts/` (so an entry keeps working when a module moves; scripts/
-holds this runner, whose own promises have entries too), and in README.md and docs/*.md (the
+`python/`, `R/`, `inst/`, `scripts/` and `benchmarks/` (so an entry keeps working when a module
+moves; scripts/ holds this runner, whose own promises have entries too; benchmarks/ the scripts
+that write figures into the pages), and in README.md and docs/*.md (the
 promises about the pages themselves break by an edit of a page); it must occur
 exactly once; otherwise the entry reports `target not found`, never `caught`.
 
@@ -61,7 +62,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MUTATIONS = REPO / "tests" / "MUTATIONS.md"
-SEARCHED = ("python", "R", "inst", "scripts")  # folders whose files a `find` text is looked up in
+SEARCHED = ("python", "R", "inst", "scripts", "benchmarks")  # folders whose files a `find` text is looked up in
 SUFFIXES = (".py", ".R", ".sh")
 # the pages whose promises are about the pages themselves (every block marked, README one
 # screen, a substituted text still on its page): their breaks are edits of the page

@@ -52,7 +52,7 @@ SCRIPTS = {
     "bench_tables_input.py": ("tables_input", ["configs", "workload"]),
     "bench_tables_quality.py": ("tables_quality", ["tables"]),
     "bench_tables_defaults.py": ("tables_defaults", ["tables", "chosen"]),
-    "bench_fashion_mnist.py": ("fashion_mnist", ["peers", "goals", "flops", "cpu_peak"]),
+    "bench_fashion_mnist.py": ("fashion_mnist", ["peers", "goals", "flops", "cpu_peak", "baselines"]),
 }
 # Scripts that cannot run in the project's venv, and why.
 NOT_RUN_HERE = {"tables_tf215_dnn.py": "the TF 2.15 baseline: needs a TensorFlow 2.15 interpreter",
