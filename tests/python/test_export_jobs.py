@@ -430,6 +430,28 @@ def test_the_deploying_page_open_export_block_runs_each_signature_on_the_same_di
     np.testing.assert_allclose(scope["outputs"][0]["probabilities"], scope["outputs"][2]["probabilities"], atol=1e-5)
 
 
+def test_a_signature_input_of_the_wrong_shape_or_type_is_refused_naming_it(digits):
+    """docs/deploying.md: `export.run` refuses a batch the signature cannot take, naming the input,
+    what it got and the shape it takes, instead of TensorFlow's error about binding arguments."""
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.serving import open_export
+
+    export = open_export(str(digits["result"].export_dir))
+    for bad, got in ((np.zeros((2, 64), "float32"), r"\(2, 64\)"), (np.zeros((2, 8, 8), "float32"), r"\(2, 8, 8\)"),
+                     (np.zeros((8, 8, 1), "float32"), r"\(8, 8, 1\)")):
+        with pytest.raises(ConfigError, match=rf"`inputs\.image`.*shape {got}.*shape \(n, 8, 8, 1\) for the signature 'features'"):
+            export.run("features", {"image": bad})
+    with pytest.raises(ConfigError, match=r"`inputs\.image`.*dtype float32, shape \(n, 8, 8, 1\)"):
+        export.run("features", {"image": [[["a"] * 8] * 8]})
+    # a batch of any size with the right shape runs: its rows are the classes of its images
+    images = np.zeros((3, 8, 8, 1), "float32")
+    images[1] = 1.0
+    out = export.run("features", {"image": images})
+    assert out["probabilities"].shape == (3, 10)
+    assert out["class_id"][0] == out["class_id"][2]
+    np.testing.assert_allclose(out["probabilities"].sum(axis=1), 1.0, atol=1e-5)
+
+
 def _page_cli_lines(page: str, first: str) -> list[list[str]]:
     """The command lines (as argv, comments dropped) of the bash block of docs/`page` that starts with `first`."""
     import shlex

@@ -193,8 +193,7 @@ class LoadedExport:
         missing = sorted(set(specs) - set(inputs))
         if missing:
             raise ConfigError("inputs", sorted(inputs), f"the signature {name!r} takes {sorted(specs)}")
-        tensors = {k: tf.convert_to_tensor(np.asarray(inputs[k]) if specs[k].dtype != tf.string else inputs[k],
-                                           dtype=specs[k].dtype) for k in specs}
+        tensors = {k: _input_tensor(name, k, inputs[k], specs[k]) for k in specs}
         out = {}
         for key, value in self.signature(name)(**tensors).items():
             array = value.numpy()
@@ -203,6 +202,27 @@ class LoadedExport:
                                    dtype=object).reshape(array.shape)
             out[key] = array
         return out
+
+
+def _input_tensor(signature: str, key: str, value, spec):
+    """One input of a signature as a tensor of its spec's dtype and shape; a value that is not is
+    refused naming the input, what it got and what the signature takes (TensorFlow's own error is
+    about binding a concrete function's arguments)."""
+    import numpy as np
+    import tensorflow as tf
+
+    dims = ["n" if i == 0 and d is None else ("any" if d is None else str(d)) for i, d in enumerate(spec.shape.as_list())] \
+        if spec.shape.rank is not None else None
+    wanted = f"shape ({', '.join(dims)})" if dims is not None else "any shape"
+    try:
+        tensor = tf.convert_to_tensor(np.asarray(value) if spec.dtype != tf.string else value, dtype=spec.dtype)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"inputs.{key}", f"{type(value).__name__} ({exc})",
+                          f"values of dtype {spec.dtype.name}, {wanted}, for the signature {signature!r}") from None
+    if not spec.shape.is_compatible_with(tensor.shape):
+        raise ConfigError(f"inputs.{key}", f"an array of shape {tuple(tensor.shape)}",
+                          f"{wanted} for the signature {signature!r}: one row per example")
+    return tensor
 
 
 def open_export(export_dir: str) -> LoadedExport:
