@@ -177,7 +177,6 @@ class LoadedExport:
         the batch itself (a list of bytes or an array).
         """
         import numpy as np
-        import tensorflow as tf
 
         specs = self.input_specs(name)
         if not isinstance(inputs, Mapping):
