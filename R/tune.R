@@ -31,8 +31,11 @@
 #' @param verbose Print a line per run and the progress lines.
 #' @param ... Configuration overrides applied to every run (`train.max_steps = 300`).
 #' @param model_fn,hooks,progress,export As in [tpu_train()], for every run.
-#' @param data,label,model,feature_columns,missing,split,task With a data frame
-#'   or formula as `cfg`: as in [tpu_train()].
+#' @param data,label,model,feature_columns,missing,split,task,early_stopping With a
+#'   data frame or formula as `cfg`: as in [tpu_train()] (every combination stops
+#'   early on the held-out rows by default, and is compared on its best
+#'   evaluation). With a configuration, `early_stopping` must stay `TRUE`: the
+#'   configuration's `eval.early_stopping` sets the rule.
 #' @return A data frame of class `tpu_runs_df` (see [tpu_ls_runs()]) with the runs
 #'   trained, best (lowest `eval_loss`) first when an evaluation loss was
 #'   recorded. A combination whose training fails is reported and skipped.
@@ -49,7 +52,8 @@
 tpu_tuning_run <- function(cfg, flags, sample = NULL, runs_dir = NULL,
                            verbose = getOption("tpuestimatorr.verbose", TRUE), ..., model_fn = NULL,
                            hooks = NULL, progress = NULL, export = TRUE, data = NULL, label = NULL, model = NULL,
-                           feature_columns = NULL, missing = NULL, split = 0.2, task = NULL) {
+                           feature_columns = NULL, missing = NULL, split = 0.2, task = NULL,
+                           early_stopping = TRUE) {
   verbose <- as_flag(verbose, "verbose")
   export <- as_flag(export, "export")
   if (!is.list(flags) || !length(flags) || is.null(names(flags)) || any(!nzchar(names(flags)))) {
@@ -68,9 +72,14 @@ tpu_tuning_run <- function(cfg, flags, sample = NULL, runs_dir = NULL,
     if (!is.null(model_fn)) arg_error("model_fn", model_fn, "NULL with a data frame: name a canned model in `model`")
     return(tune_table_runs(cfg, flags, data = data, label = label, model = model, feature_columns = feature_columns,
                            missing = missing, split = split, task = task, sample = sample,
+                           early_stopping = table_early_stopping_arg(early_stopping),
                            runs_dir = as_nullable_path(runs_dir, "runs_dir"), overrides = overrides_from_dots(...),
                            export = export, verbose = verbose, hooks = hooks,
                            progress = as_nullable_function(progress, "progress")))
+  }
+  if (!isTRUE(early_stopping)) {  # never ignored quietly
+    arg_error("early_stopping", early_stopping,
+              "TRUE with a configuration: its eval.early_stopping sets the rule (a data frame takes FALSE or a list)")
   }
   if (is.character(model_fn)) {
     cfg <- tpu_config(cfg, model = as_string(model_fn, "model_fn"))
@@ -107,7 +116,7 @@ tuned_runs_df <- function(trained) {
 # tpu_tuning_run() of a data frame or formula: the table written once, one model per combination
 # (tpuestimator.tables.tune_table).
 tune_table_runs <- function(cfg, flags, data, label, model, feature_columns, missing, split, task, sample,
-                            runs_dir, overrides, export, verbose, hooks, progress) {
+                            early_stopping, runs_dir, overrides, export, verbose, hooks, progress) {
   table <- if (inherits(cfg, "formula")) table_from_formula(cfg, data) else list(data = cfg, label = label)
   if (is.null(table$label)) {
     arg_error("label", NULL, "the name of the column to predict (or a formula such as mpg ~ . with data =)")
@@ -123,7 +132,7 @@ tune_table_runs <- function(cfg, flags, data, label, model, feature_columns, mis
   args <- c(list(r_table_to_py(table$data), label,
                  r_to_json(lapply(flags, function(v) if (is.list(v)) v else as.list(v))),
                  model = as_string(model %||% "dnn", "model"), split = as.numeric(split),
-                 overrides = as.list(overrides), sample = sample, export = export,
+                 overrides = as.list(overrides), sample = sample, export = export, early_stopping = early_stopping,
                  runs_dir = normalizePath(runs_dir %||% default_runs_dir(), mustWork = FALSE),
                  on_run = py_bridge()$r_callback(reticulate::r_to_py(wrap_r_callback(function(i, n, label) {
                    if (verbose) message(sprintf("tuning run %d/%d: %s", as.integer(i), as.integer(n), label))

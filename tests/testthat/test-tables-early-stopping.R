@@ -63,3 +63,26 @@ test_that("early_stopping = FALSE trains every step, a list sets the rule, a bad
                "`early_stopping` must be", fixed = TRUE)
   expect_false(dir.exists(file.path(work, "bad")))
 })
+
+test_that("tpu_tuning_run() on a data frame passes early_stopping to every combination", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  tune_noise <- function(name, ...) {
+    quietly(tpu_tuning_run(noise_frame(80, 1), label = "y", model = "dnn", split = 1 / 3,
+                           flags = list(learning_rate = c(0.02, 0.05)), train.max_steps = 200L,
+                           train.batch_size = 16L, params.hidden_units = list(64L, 64L), params.optimizer = "adam",
+                           runs_dir = file.path(work, name), export = FALSE, verbose = FALSE, ...))
+  }
+  off <- tune_noise("off", early_stopping = FALSE)
+  expect_equal(nrow(off), 2L)
+  expect_equal(off$global_step, c(200, 200))  # every step of every combination
+  short <- tune_noise("short", early_stopping = list(patience = 1L))
+  expect_equal(nrow(short), 2L)
+  expect_true(all(short$global_step < 200))  # noise labels: the held-out loss rises within a few epochs
+  expect_error(tune_noise("bad", early_stopping = "yes"), "`early_stopping` must be TRUE (stop on", fixed = TRUE)
+  expect_false(dir.exists(file.path(work, "bad")))
+  expect_error(tpu_tuning_run(list(model = "linear"), flags = list(params.learning_rate = 0.1),
+                              early_stopping = FALSE, runs_dir = file.path(work, "config")),
+               "`early_stopping` must be TRUE with a configuration: its eval.early_stopping", fixed = TRUE)
+  expect_false(dir.exists(file.path(work, "config")))
+})
