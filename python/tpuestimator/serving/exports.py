@@ -210,9 +210,9 @@ def _input_tensor(signature: str, key: str, value, spec):
     import numpy as np
     import tensorflow as tf
 
-    dims = ["n" if i == 0 and d is None else ("any" if d is None else str(d)) for i, d in enumerate(spec.shape.as_list())] \
-        if spec.shape.rank is not None else None
-    wanted = f"shape ({', '.join(dims)})" if dims is not None else "any shape"
+    dims = spec.shape.as_list() if spec.shape.rank is not None else None
+    wanted = ("any shape" if dims is None else _batch_shape_text(dims[1:]) if dims and dims[0] is None
+              else f"shape {tuple(dims)}")  # a scalar or a fixed batch: as it is
     try:
         tensor = tf.convert_to_tensor(np.asarray(value) if spec.dtype != tf.string else value, dtype=spec.dtype)
     except (TypeError, ValueError) as exc:
@@ -258,6 +258,11 @@ def predict(export_dir: str, inputs, *, batch_size: int = 256) -> list[dict]:
     return out
 
 
+def _batch_shape_text(example_dims) -> str:
+    """`shape (n, 8, 8, 1)`: a batch of examples of these dimensions (None: any size)."""
+    return f"shape ({', '.join(['n', *('any' if d is None else str(d) for d in example_dims)])})"
+
+
 def check_predict_shapes(arrays: dict, spec: Mapping) -> None:
     """A wrongly shaped input must be an error naming the feature, not a crash inside TensorFlow."""
     for name, (shape, _dtype) in spec.items():
@@ -266,7 +271,7 @@ def check_predict_shapes(arrays: dict, spec: Mapping) -> None:
         got = tuple(arrays[name].shape)
         if len(got) != len(shape) + 1 or tuple(got[1:]) != tuple(shape):
             raise ConfigError(f"inputs.{name}", f"an array of shape {got}",
-                              f"shape (n, {', '.join(str(d) for d in shape)}): one row per example")
+                              f"{_batch_shape_text(shape)}: one row per example")
 
 
 def predict_inputs(inputs, info: ExportInfo) -> dict:
