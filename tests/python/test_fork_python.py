@@ -67,9 +67,13 @@ def stop(sig, frame):
     print("got", signal.Signals(sig).name, flush=True)
     sys.exit(128 + sig)
 signal.signal(signal.SIGTERM, stop)
-open(sys.argv[1], "w").write(f"{os.getpid()}\\n")
 try:
-    time.sleep(120)
+    # closed by the statement, not by the file object's finalizer: the test signals once the pid is
+    # flushed, and a handler's exception raised in a finalizer (the close) is printed and dropped
+    with open(sys.argv[1], "w") as pid_file:
+        pid_file.write(f"{os.getpid()}\\n")
+    for _ in range(1200):   # short sleeps: a signal that lands just before a sleep's system call
+        time.sleep(0.1)     # is handled once that sleep ends
 except KeyboardInterrupt:
     print("got SIGINT", flush=True)
     sys.exit(130)
