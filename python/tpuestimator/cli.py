@@ -5,6 +5,7 @@ Nothing here imports TensorFlow at import time, so `tpuestimator --help` is fast
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -35,15 +36,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: int) -> None:
+NOISY_LOGGERS = ("absl", "tensorflow", "h5py", "PIL")
+
+
+@contextlib.contextmanager
+def _logging_for(verbose: int):
+    """The command's logging: the root logger at INFO (DEBUG with -vv), a stderr handler when the
+    root has none, the noisy libraries at WARNING below -vv. Put back as found when the command
+    ends: a program or notebook that calls `main` in-process keeps its own settings, and its next
+    call gets its own -v (`logging.basicConfig` does nothing once the root has a handler)."""
     import os
 
-    level = logging.DEBUG if verbose > 1 else logging.INFO
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    root = logging.getLogger()
+    levels = {name: logging.getLogger(name).level for name in ("", *NOISY_LOGGERS)}
+    tf_log_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    handler = None
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
     if verbose < 2:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        for noisy in ("absl", "tensorflow", "h5py", "PIL"):
+        for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if tf_log_level is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        else:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = tf_log_level
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +87,14 @@ def _run(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    _configure_logging(args.verbose)
     if args.command not in WITHOUT_TENSORFLOW and importlib.util.find_spec("tensorflow") is None:
         print(f"error: {TENSORFLOW_MISSING}", file=sys.stderr)
         return 2
     from tpuestimator.errors import TPUEstimatorError, message_syntax
 
     try:
-        with message_syntax("cli"):  # fixes in errors and notes written as flags (--task regression)
+        # fixes in errors and notes written as flags (--task regression)
+        with _logging_for(args.verbose), message_syntax("cli"):
             return int(args.func(args) or 0)
     except TPUEstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -112,3 +112,36 @@ def test_runs_through_the_tpuestimator_cli(runs, python_env):
                           env=python_env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "2026-11-29T10-00-02Z" in done.stdout
+
+
+def test_main_in_process_gets_each_calls_verbosity_and_leaves_logging_as_it_found_it(runs, monkeypatch):
+    """A notebook or program calling `tpuestimator.cli.main` twice: each call logs at its own -v
+    (INFO, then DEBUG with -vv), and afterwards the root logger, the libraries' loggers and
+    TF_CPP_MIN_LOG_LEVEL are what they were before the first."""
+    import logging
+
+    from tpuestimator import cli
+
+    root = logging.getLogger()
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    monkeypatch.setattr(root, "level", logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.NOTSET)
+    before = (root.level, list(root.handlers), [logging.getLogger(n).level for n in ("absl", "tensorflow")])
+    seen = []   # (message, the root's level while the command ran)
+
+    class Probe(logging.Handler):
+        def emit(self, record):
+            seen.append((record.getMessage().split(" ")[0], logging.getLogger().level))
+
+    probe = Probe(level=logging.DEBUG)
+    logging.getLogger("tpuestimator").addHandler(probe)
+    try:
+        assert cli.main(["runs", "clean", "2026-11-29T10-00-01Z", "--runs-dir", str(runs)]) == 0
+        assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+        assert cli.main(["-vv", "runs", "clean", "2026-11-29T10-00-02Z", "--runs-dir", str(runs)]) == 0
+    finally:
+        logging.getLogger("tpuestimator").removeHandler(probe)
+    assert seen == [("Archived", logging.INFO), ("Archived", logging.DEBUG)]
+    after = (root.level, list(root.handlers), [logging.getLogger(n).level for n in ("absl", "tensorflow")])
+    assert after == before
+    assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ

@@ -63,13 +63,18 @@ def run(args) -> int:
             print(f"run record:  {record['run_dir']}")
         return 0
     bar = ProgressBarHook(cfg.train.max_steps)
+    loop_lines = logging.getLogger("tpuestimator.hooks.builtin")
+    loop_lines_level = loop_lines.level   # put back after the job: `main` may run in-process
     if sys.stderr.isatty():
         # The bar shows steps, steps/s, loss and ETA; the per-loop log lines would tear it.
-        logging.getLogger("tpuestimator.hooks.builtin").setLevel(logging.WARNING)
-    result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
-                     export=not args.no_export, hooks=[bar], resume=args.resume, model_fn=model_fn,
-                     handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
-    bar.close()
+        loop_lines.setLevel(logging.WARNING)
+    try:
+        result = run_job(cfg, model_dir=args.model_dir, runs_dir=args.runs_dir, record=not args.no_record,
+                         export=not args.no_export, hooks=[bar], resume=args.resume, model_fn=model_fn,
+                         handle_signals=True)  # SIGTERM/SIGINT: checkpoint, then exit 143/130
+    finally:   # an error's message then starts on its own line, below the bar
+        loop_lines.setLevel(loop_lines_level)
+        bar.close()
     print(f"trained to global step {result.global_step}" + (" (stopped early)" if result.stopped_early else "")
           + (f"; the best evaluation was step {result.best_step}, its model is evaluated and exported"
              if restored_best(result) else ""))
