@@ -206,3 +206,18 @@ def test_importing_the_data_package_and_command_does_not_import_tensorflow():
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                    env={"PYTHONPATH": str(REPO / "python"), "PATH": "/usr/bin:/bin"})
+
+
+def test_a_small_evaluation_input_declares_it_fits_in_memory_and_jpeg_or_large_ones_do_not(monkeypatch):
+    """The evaluation and prediction inputs of records up to IN_MEMORY_EVAL_BYTES declare
+    `fits_in_memory` (the Estimator then reads them once a job); training never does, nor JPEG
+    records (they decode to many times their size), nor files over the bound."""
+    from tpuestimator.data import pipeline
+
+    size = (FIX / "mnist_good.tfrecord").stat().st_size
+    assert [make_input_fn(MNIST, mode).fits_in_memory for mode in ("train", "eval", "predict")] == [False, True, True]
+    assert make_input_fn(FLOWERS, "eval").fits_in_memory is False
+    monkeypatch.setattr(pipeline, "IN_MEMORY_EVAL_BYTES", size - 1)
+    assert make_input_fn(MNIST, "eval").fits_in_memory is False
+    monkeypatch.setattr(pipeline, "IN_MEMORY_EVAL_BYTES", size)
+    assert make_input_fn(MNIST, "eval").fits_in_memory is True

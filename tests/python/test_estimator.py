@@ -291,3 +291,35 @@ def test_a_reusable_input_is_built_once_and_a_plain_function_called_at_every_eva
         return array_input_fn(x[:n], y[:n])(params)
 
     assert [est.evaluate(changing)["num_examples"] for _ in range(2)] == [1001, 500]
+
+
+def test_an_input_that_fits_in_memory_is_read_once_for_whole_evaluations(mirrored):
+    """An input declaring `fits_in_memory` (the built-in pipeline's small evaluation input) is
+    read from its source by the first evaluation only; each evaluation still covers every example
+    once (8 replicas, padded) with numpy's loss. An evaluation of some `steps` (a partly read
+    cache would be dropped) and an input without the declaration read the source every time."""
+    import tensorflow as tf
+
+    from tpuestimator.core.input_fn import InputFn
+
+    est, x, y = mirrored
+    reads = []
+
+    def examples():   # the "files": a Python generator, so each read of the source is counted
+        reads.append(1)
+        yield from zip(x, y)
+
+    def from_source(params):
+        ds = tf.data.Dataset.from_generator(examples, output_signature=(
+            tf.TensorSpec([x.shape[1]], tf.float32), tf.TensorSpec([], tf.int64)))
+        return ds.map(lambda xi, yi: ({"x": xi}, yi)).batch(params["batch_size"])
+
+    kept = InputFn(fn=from_source, reusable=True, fits_in_memory=True)
+    results = [est.evaluate(kept) for _ in range(3)]
+    assert len(reads) == 1
+    assert results[0] == results[1] == results[2] and results[0]["num_examples"] == 1001
+    assert results[0]["loss"] == pytest.approx(_numpy_reference(est, x, y)[0], rel=1e-5, abs=1e-6)
+    assert est.evaluate(kept, steps=2)["num_examples"] == 2 * 64 and len(reads) == 2
+    assert est.evaluate(kept, steps=2)["num_examples"] == 2 * 64 and len(reads) == 3
+    reread = InputFn(fn=from_source, reusable=True)
+    assert [est.evaluate(reread)["loss"] for _ in range(2)] == [results[0]["loss"]] * 2 and len(reads) == 5

@@ -51,29 +51,35 @@ class Evaluator:
         return (self.num_replicas > 1 or self.device_info.kind == "tpu"
                 or self.device_info.strategy_name == "multi_worker")
 
-    def input(self, input_fn, params: dict, steps: int | None):
+    def input(self, input_fn, params: dict, steps: int | None, *, whole: bool = False):
         """The evaluation / prediction input, distributed. Several workers (`multi_worker`):
         each pads the whole input alike and keeps its slice of every global batch
         (`batching.worker_share`); the metrics are all-reduced. An input function that declares
         itself `reusable` (`InputFn`) is called once for a run of calls with the same params:
-        the input built from it is iterated again."""
-        if not declarations(input_fn).reusable:
+        the input built from it is iterated again; `whole` (each iteration reads it to its end:
+        an evaluation without `steps`) keeps one that `fits_in_memory` in memory."""
+        declared = declarations(input_fn)
+        in_memory = whole and steps is None and declared.reusable and declared.fits_in_memory
+        if not declared.reusable:
             return self._build_input(input_fn, params, steps)
         key = {k: v for k, v in params.items() if k != "start_step"}
         last = self._last_input
-        if last is not None and last[0] is input_fn and last[2] == steps and _same_params(last[1], key):
+        if (last is not None and last[0] is input_fn and last[2] == (steps, in_memory)
+                and _same_params(last[1], key)):
             return last[3]
-        built = self._build_input(input_fn, params, steps)
-        self._last_input = (input_fn, key, steps, built)
+        built = self._build_input(input_fn, params, steps, in_memory=in_memory)
+        self._last_input = (input_fn, key, (steps, in_memory), built)
         return built
 
-    def _build_input(self, input_fn, params: dict, steps: int | None):
+    def _build_input(self, input_fn, params: dict, steps: int | None, *, in_memory: bool = False):
         per_replica = params["batch_size"]
         batch_axes = self.client_layout_axes(input_fn)
 
         def read():  # padding and the split act on axis 0: a transposed batch comes back to it first
             ds = input_fn(dict(params))
-            return batch_axis_first(ds, batch_axes) if batch_axes else ds
+            ds = batch_axis_first(ds, batch_axes) if batch_axes else ds
+            # only for inputs read to their end: tf.data drops a partly read cache, with a warning
+            return ds.cache() if in_memory else ds
 
         if self.device_info.strategy_name == "multi_worker":
             def worker_input(ctx):  # every worker pads the whole input alike, then keeps its share
@@ -126,7 +132,7 @@ class Evaluator:
         eval_loop = self.function("eval", input_fn)
         for metric in state.eval_metric_objects():
             metric.reset_state()
-        loss, count = eval_loop(self.input(input_fn, params, steps))
+        loss, count = eval_loop(self.input(input_fn, params, steps, whole=True))
         if self.num_replicas > 1:  # several replicas: the metrics hold the totals
             loss, count = state.eval_loss.result(), state.eval_count.result()
         results = {"loss": float(loss)}

@@ -35,6 +35,13 @@ class InputFn:
         and iterates it again at each evaluation. The built-in pipeline declares it: rebuilding
         it (tracing its decoding again) cost about 0.07 CPU s an evaluation, a small
         table's training 2.4 of its 11.2 s.
+      fits_in_memory: with `reusable`, the decoded examples are small enough to keep in memory:
+        an evaluation over the whole input (no `steps`) caches them as it reads them, and the
+        next evaluations read no files and decode nothing. The built-in pipeline declares it
+        for at most `data.pipeline.IN_MEMORY_EVAL_BYTES` of records without JPEG/PNG images:
+        reading and decoding a 12-row table again cost about 40 ms an evaluation, its iteration
+        from memory 1.3 ms. Files changed during the job are not read again; a new input
+        function (`make_input_fn`) reads them.
 
     Compared by identity: the Estimator keeps a training iterator while the same input
     function is passed again.
@@ -45,6 +52,7 @@ class InputFn:
     batch_axes: Mapping[str, int] = dataclasses.field(default_factory=dict)
     to_model_layout: Callable[[dict], dict] | None = None
     reusable: bool = False
+    fits_in_memory: bool = False
 
     def __call__(self, params: dict):
         return self.fn(params)

@@ -52,6 +52,9 @@ _CHUNK = 16
 # and memory and the wait for the first batch stay bounded.
 _DECODE_RECORDS = 8192
 _DECODE_BYTES = 32 << 20
+# An evaluation input of at most this many bytes of records (no JPEG/PNG to decode: raw pixels
+# decode to at most 4x their bytes as float32) is kept in memory once read (`InputFn.fits_in_memory`).
+IN_MEMORY_EVAL_BYTES = 16 << 20
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -138,6 +141,7 @@ def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
     return DataInputFn(fn=input_fn, data_spec=spec, mode=mode,
                        skips_to_start_step=True,  # it skips to params["start_step"] itself, before decoding
                        reusable=mode != "train",  # one pass over the resolved files, no shuffle, no service
+                       fits_in_memory=mode != "train" and _fits_in_memory(spec, pattern),
                        batch_axes=dict(TRANSPOSED_BATCH_AXES) if transposed else {},
                        to_model_layout=transpose_input if transposed else None)
 
@@ -311,6 +315,20 @@ def decode_part(decoded_spec, window: int, batch_size: int) -> int:
     per_record = data_service.example_bytes(decoded_spec)
     part = min(window, _DECODE_RECORDS, _DECODE_BYTES // max(1, per_record or 1))
     return window if part >= window else max(batch_size, part // batch_size * batch_size)
+
+
+def _fits_in_memory(spec: specs.DataSpec, pattern) -> bool:
+    """The evaluation files hold at most `IN_MEMORY_EVAL_BYTES` of records and no JPEG/PNG
+    images (which decode to many times their size); False when they cannot be listed yet (the
+    input function's own call reports that)."""
+    if spec.format == "flowers" or any(feature.kind in ("jpeg", "png") for feature in
+                                       specs.record_features(spec, with_label=False).values()):
+        return False
+    try:
+        files = list_files(pattern)
+        return bool(files) and sum(tf.io.gfile.stat(f).length for f in files) <= IN_MEMORY_EVAL_BYTES
+    except (DataError, tf.errors.OpError, OSError):
+        return False
 
 
 def _check_not_empty(files: list[str], pattern) -> None:
