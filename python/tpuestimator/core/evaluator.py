@@ -59,9 +59,9 @@ class Evaluator:
         the input built from it is iterated again; `whole` (each iteration reads it to its end:
         an evaluation without `steps`) keeps one that `fits_in_memory` in memory."""
         declared = declarations(input_fn)
-        in_memory = whole and steps is None and declared.reusable and declared.fits_in_memory
         if not declared.reusable:
             return self._build_input(input_fn, params, steps)
+        in_memory = whole and steps is None and declared.fits_in_memory
         key = {k: v for k, v in params.items() if k != "start_step"}
         last = self._last_input
         if (last is not None and last[0] is input_fn and last[2] == (steps, in_memory)

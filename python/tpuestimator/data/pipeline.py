@@ -320,13 +320,19 @@ def decode_part(decoded_spec, window: int, batch_size: int) -> int:
 def _fits_in_memory(spec: specs.DataSpec, pattern) -> bool:
     """The evaluation files hold at most `IN_MEMORY_EVAL_BYTES` of records and no JPEG/PNG
     images (which decode to many times their size); False when they cannot be listed yet (the
-    input function's own call reports that)."""
+    input function's own call reports that). Stats files only until the bound is passed: a large
+    set of remote shards costs one or a few stats here, not one per shard."""
     if spec.format == "flowers" or any(feature.kind in ("jpeg", "png") for feature in
                                        specs.record_features(spec, with_label=False).values()):
         return False
     try:
         files = list_files(pattern)
-        return bool(files) and sum(tf.io.gfile.stat(f).length for f in files) <= IN_MEMORY_EVAL_BYTES
+        total = 0
+        for f in files:
+            total += tf.io.gfile.stat(f).length
+            if total > IN_MEMORY_EVAL_BYTES:
+                return False
+        return bool(files)
     except (DataError, tf.errors.OpError, OSError):
         return False
 
