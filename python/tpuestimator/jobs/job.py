@@ -94,7 +94,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
             model_dir: str | None = None, runs_dir: str | None = None, run_dir: str | None = None,
             record: bool = True, model_fn: Callable | None = None, hooks: Iterable[Any] = (),
             progress: Callable[[str, dict], Any] | None = None, export: bool = True,
-            resume: bool = False, handle_signals: bool = False) -> JobResult:
+            resume: bool = False, handle_signals: bool = False, scan_data: bool = True) -> JobResult:
     """Trains, evaluates, exports and records one job.
 
     Args:
@@ -116,6 +116,10 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         first signal finishes the loop, saves a checkpoint and raises `TrainingInterrupted`
         (`tpuestimator.jobs.interrupts`). The CLI sets it; library callers and R keep their own
         handlers by default.
+      scan_data: False skips the preflight's read of the data files (their framing, first
+        records and labels); the batch-size checks still run. For data the caller has just
+        written from checked values, as `tpuestimator.tables.train_table` does: a damaged
+        file is then found only when the input pipeline reaches it.
 
     Returns:
       A `JobResult`.
@@ -141,7 +145,7 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
                 # Up front, before anything else is written: the model function's import, batch
                 # sizes that split over the replicas, labels in range (preflight.py).
                 estimator = build_estimator(cfg, model_dir=model_dir, model_fn=model_fn)
-                check_job(cfg, estimator, has_eval=cfg.has_eval_data)
+                check_job(cfg, estimator, has_eval=cfg.has_eval_data, scan_data=scan_data)
                 return _locked_job(cfg, model_dir=model_dir, runs_dir=runs_dir, run_dir=run_dir, record=record,
                                    estimator=estimator, hooks=[*hooks, *([stopper] if stopper else [])],
                                    progress=progress, export=export, resume=resume, stopper=stopper)
