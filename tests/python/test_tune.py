@@ -82,19 +82,19 @@ def test_a_grid_field_the_config_lacks_is_named_with_the_valid_fields_before_any
 
 
 @pytest.mark.real_process
-def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixtures_dir, python_env):
+def test_a_signal_stops_tune_and_the_same_command_continues_it(tmp_path, fixtures_dir, python_env, forked_python):
     """Issue 19.6: SIGTERM stops `tpuestimator tune` at a checkpoint of the current
     combination (recorded interrupted, exit 143); the same command then trains only the
     combinations not finished, the interrupted one resumed from its checkpoint. 800 steps a
     combination (2000 before): the signal comes at the second one's first checkpoint (step 100),
-    with 700 steps still ahead of it."""
+    with 700 steps still ahead of it. forked_python: both commands are real processes (the
+    signal, the exit status) without their TensorFlow import (conftest.py)."""
     import signal
     import subprocess
-    import sys
 
     runs_dir = tmp_path / "runs"
     max_steps = 800
-    command = [sys.executable, "-m", "tpuestimator", "tune", str(fixtures_dir / "parity" / "parity.yaml"),
+    command = [forked_python, "-m", "tpuestimator", "tune", str(fixtures_dir / "parity" / "parity.yaml"),
                "--grid", "params.learning_rate=0.01,0.03,0.1", "--set", f"train.max_steps={max_steps}",
                "--set", "train.iterations_per_loop=20", "--set", "train.save_checkpoints_steps=100",
                "--runs-dir", str(runs_dir), "--no-export"]
