@@ -6,6 +6,8 @@
 # scripts/check_site.py (every local link and image resolves; four pages rendered by Chromium
 # carry their headings; screenshots into SHOTS when given).
 # Usage: scripts/build_docs.sh [OUT [SHOTS]]   (OUT defaults to a temporary folder, removed after)
+# TPUESTIMATORR_VIGNETTE_CODE=false: the vignettes' code is shown, not run (scripts/test.sh, whose
+# R CMD build has run it; a site to publish leaves it unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON_BIN:-.venv/bin/python}
