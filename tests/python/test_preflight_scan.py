@@ -128,3 +128,10 @@ def test_train_table_does_not_read_back_the_records_it_has_just_written_and_run_
     with pytest.raises(DataError, match=shard.name):
         run_job(cfg, model_dir=str(tmp_path / "third"), record=False, export=False)
     assert not (tmp_path / "third").exists()
+    # a config's own data.assertions are checked on the first records before anything is trained
+    reads.clear()
+    with pytest.raises(DataError, match="data.assertions: feature 'x' must be <= -100"):
+        train_table(frame, label="y", out_dir=tmp_path / "asserted", model="linear", early_stopping=False,
+                    config={"train": {"batch_size": 8, "max_steps": 3},
+                            "data": {"assertions": [{"feature": "x", "max": -100}]}}, record=False)
+    assert ("scan_files", "train") in reads and not list((tmp_path / "asserted" / "model").glob("ckpt-*"))
