@@ -117,3 +117,22 @@ test_that("docs/tables.md's R examples and examples/R/tables.R run", {
   expect_s3_class(example_env$fit, "tpu_run")
   expect_true(dir.exists(file.path(work, "models", "table-mpg-linear")))
 })
+
+test_that("a training from a data frame does not read back the records it has just written", {
+  skip_if_no_tpuestimator()
+  work <- local_work_dir()
+  # counts the preflight's reads of data files (tpuestimator.data.scan_files / check_labels)
+  reticulate::py_run_string(paste(
+    "import tpuestimator.data as _d",
+    "_r_reads = []",
+    "_r_real = (_d.scan_files, _d.check_labels)",
+    "_d.scan_files = lambda *a, **k: _r_reads.append('scan') or _r_real[0](*a, **k)",
+    "_d.check_labels = lambda *a, **k: _r_reads.append('labels') or _r_real[1](*a, **k)", sep = "\n"))
+  on.exit(reticulate::py_run_string("_d.scan_files, _d.check_labels = _r_real"), add = TRUE)
+  run <- quietly(tpu_train(mtcars, label = "mpg", model = "linear", train.max_steps = 3L,
+                           train.batch_size = 8L, early_stopping = FALSE, export = FALSE,
+                           model_dir = file.path(work, "model"), runs_dir = file.path(work, "runs"),
+                           verbose = FALSE))
+  expect_identical(as.integer(run$global_step), 3L)
+  expect_length(reticulate::py_eval("_r_reads"), 0L)
+})
