@@ -135,3 +135,9 @@ def test_train_table_does_not_read_back_the_records_it_has_just_written_and_run_
                     config={"train": {"batch_size": 8, "max_steps": 3},
                             "data": {"assertions": [{"feature": "x", "max": -100}]}}, record=False)
     assert ("scan_files", "train") in reads and not list((tmp_path / "asserted" / "model").glob("ckpt-*"))
+    reads.clear()   # the same, set by an override (the config the job resolves, not the dict passed)
+    with pytest.raises(DataError, match="data.assertions: feature 'x' must be <= -100"):
+        train_table(frame, label="y", out_dir=tmp_path / "overridden", model="linear", early_stopping=False,
+                    config={"train": {"batch_size": 8, "max_steps": 3}}, record=False,
+                    overrides=["data.assertions=[{feature: x, max: -100}]"])
+    assert ("scan_files", "train") in reads and not list((tmp_path / "overridden" / "model").glob("ckpt-*"))

@@ -117,9 +117,10 @@ def run_job(config: str | Mapping[str, Any] | JobConfig, *, overrides: Iterable[
         (`tpuestimator.jobs.interrupts`). The CLI sets it; library callers and R keep their own
         handlers by default.
       scan_data: False skips the preflight's read of the data files (their framing, first
-        records and labels); the batch-size checks still run. For data the caller has just
-        written from checked values, as `tpuestimator.tables.train_table` does: a damaged
-        file is then found only when the input pipeline reaches it.
+        records and labels) unless the config has `data.assertions`; the batch-size checks
+        still run. For data the caller has just written from checked values, as
+        `tpuestimator.tables.train_table` does: a damaged file is then found only when the
+        input pipeline reaches it.
 
     Returns:
       A `JobResult`.

@@ -22,14 +22,15 @@ def check_job(cfg: JobConfig, estimator, *, has_eval: bool, scan_data: bool = Tr
       estimator: its Estimator (built: the model function is resolved, the strategy made).
       has_eval: the job evaluates (its eval batch and eval labels are checked too).
       scan_data: False leaves the files and labels unread (data the caller has just written
-        from checked values: `tables.train_table`); the batch sizes are still checked.
+        from checked values: `tables.train_table`) unless the config has `data.assertions`,
+        which no writer checked; the batch sizes are still checked.
     """
     estimator.per_replica_batch(cfg.train.batch_size, "train.batch_size")
     if has_eval:
         estimator.per_replica_batch(cfg.eval.batch_size, "eval.batch_size")
-    if not scan_data:
-        return
     spec = data.resolve_section(cfg.data)
+    if not scan_data and not spec.assertions:
+        return
     num_classes = data.num_classes(spec) or DataParams.from_params(estimator.params).num_classes
     for mode in ("train", "eval") if has_eval else ("train",):
         # Labels first: their check reads further and says what the scan cannot (nothing trained).
