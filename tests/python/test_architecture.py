@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -15,6 +16,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "tpuestimator"
 BRIDGE = Path(__file__).resolve().parents[2] / "inst" / "python" / "tpuestimatorr_bridge"  # the R package's Python
 
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per process: each rule below walks every module
+    (read-only; parsing them again for each rule was most of this file's time)."""
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def _module_name(path: Path) -> str:
@@ -146,7 +154,7 @@ def _imports(modules: dict[str, Path]):
     out: dict[str, set[tuple[str, str | None]]] = {}
     for name, path in modules.items():
         found: set[tuple[str, str | None]] = set()
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -344,7 +352,7 @@ def test_string_imports_are_only_in_the_listed_loaders():
     modules = _modules()
     offences, seen = [], set()
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _tree(path)
         offences += _string_imports(name, tree, modules)[1]
         seen.update((name, function) for _, function in _string_import_calls(tree))
     assert not offences, offences
@@ -369,7 +377,7 @@ def test_a_string_import_outside_the_loaders_is_found():
 
 def test_every_sub_package_says_what_it_holds_and_may_import():
     for init in sorted(PACKAGE.glob("*/__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        doc = ast.get_docstring(_tree(init)) or ""
         assert len(doc) > 60, f"{init.parent.name}/__init__.py needs a docstring: what it holds, what it may import"
         layer_of(f"tpuestimator.{init.parent.name}")
 
@@ -392,7 +400,7 @@ def test_no_private_attributes_of_other_objects():
     ...), never `other._x`; only `self._x` / `cls._x`."""
     offenders = []
     for name, path in _modules().items():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         # An object a classmethod made with `x = cls(...)` is the class's own: x._y is fine.
         own = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                and isinstance(node.value.func, ast.Name) and node.value.func.id == "cls"
@@ -443,7 +451,7 @@ def test_autograph_is_skipped_through_one_name():
     for name, path in _modules().items():
         if name == "tpuestimator.system.graph_code":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Attribute) and node.attr == "do_not_convert":
                 offenders.append(f"{name}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, "use tpuestimator.system.graph_code.as_written: " + "; ".join(offenders)
@@ -458,7 +466,7 @@ def test_the_export_metadata_has_one_reader():
     for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(bridge.rglob("*.py"))]:
         if path == PACKAGE / "serving" / "export_info.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             args = []
             if isinstance(node, ast.Call):
                 args = node.args
@@ -492,7 +500,7 @@ def test_config_fields_are_read_through_the_typed_section_views():
     bridge = PACKAGE.parents[1] / "inst" / "python"
     files = [p for p in sorted(PACKAGE.rglob("*.py")) if p not in CONFIG_MODULES] + sorted(bridge.rglob("*.py"))
     for path in files:
-        for node in _config_lookups(ast.parse(path.read_text())):
+        for node in _config_lookups(_tree(path)):
             offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, "config fields looked up by string (use cfg.<section>.<field>): " + "; ".join(offenders)
 
@@ -506,7 +514,7 @@ def test_the_raw_config_is_read_by_the_config_modules_alone():
     bridge = PACKAGE.parents[1] / "inst" / "python"
     files = [p for p in sorted(PACKAGE.rglob("*.py")) if p not in CONFIG_MODULES] + sorted(bridge.rglob("*.py"))
     for path in files:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Attribute) and node.attr == "raw":
                 offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
             elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
@@ -613,11 +621,11 @@ def test_config_sections_are_passed_typed():
     files = [p for p in sorted(PACKAGE.rglob("*.py")) if p not in CONFIG_MODULES] + sorted(bridge.rglob("*.py"))
     for path in files:
         rel = path.relative_to(PACKAGE).as_posix() if PACKAGE in path.parents else path.name
-        for node, function in _section_key_reads(ast.parse(path.read_text())):
+        for node, function in _section_key_reads(_tree(path)):
             if (rel, function) not in SECTION_PARSERS:
                 offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
     for path in sorted((PACKAGE / "data").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Constant) and node.value in ("_dir", "_table_raw", "_resolved_manifest",
                                                                  "_num_classes"):
                 offenders.append(f"data/{path.name}:{node.lineno} private key {node.value!r}")
@@ -688,7 +696,7 @@ def test_the_built_in_models_params_are_read_typed():
     for path in [*sorted(PACKAGE.rglob("*.py")), *sorted(bridge.rglob("*.py"))]:
         if path == PARAMS_PARSER:
             continue
-        for node in _param_key_reads(ast.parse(path.read_text()), keys):
+        for node in _param_key_reads(_tree(path), keys):
             offenders.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, "typed params read by string key (parse them with models.params): " + "; ".join(offenders)
 
@@ -759,7 +767,7 @@ def test_nested_config_objects_columns_and_devices_are_read_typed():
     files = [p for p in sorted(PACKAGE.rglob("*.py")) if p not in CONFIG_MODULES] + sorted(bridge.rglob("*.py"))
     for path in files:
         rel = path.relative_to(PACKAGE).as_posix() if PACKAGE in path.parents else path.name
-        for node, function in _view_key_reads(ast.parse(path.read_text()), keys):
+        for node, function in _view_key_reads(_tree(path), keys):
             if (rel, function) not in COLUMN_DICT_BUILDERS:
                 offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, "typed views read by string key (read the attribute): " + "; ".join(offenders)

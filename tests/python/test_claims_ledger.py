@@ -5,6 +5,7 @@ tests/MUTATIONS.md: every test an entry names exists. No TensorFlow: text only."
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -52,16 +53,20 @@ def mutation_entries(text: str) -> dict[str, list[str]]:
     return entries
 
 
-def _pytest_functions(path: Path) -> set[str]:
+# Read once per file and process: the ledger and MUTATIONS.md name about 750 test ids in 105
+# files, and each check reads them all (parsing the files again for each id cost ~20 CPU s a run).
+@functools.cache
+def _pytest_functions(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text())
-    return {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.name.startswith("test_")}
+    return frozenset(node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and node.name.startswith("test_"))
 
 
-def _testthat_descriptions(path: Path) -> set[str]:
+@functools.cache
+def _testthat_descriptions(path: Path) -> frozenset[str]:
     # as R reads the string: an escaped quote in the description is a quote in the test's name
     found = re.findall(r'test_that\(\s*"((?:[^"\\]|\\.)*)"', path.read_text())
-    return {re.sub(r"\\(.)", r"\1", description) for description in found}
+    return frozenset(re.sub(r"\\(.)", r"\1", description) for description in found)
 
 
 def missing_test(test_id: str, root: Path = REPO) -> str | None:

@@ -209,3 +209,88 @@ def test_one_controller_brackets_train_and_evaluate_hooks_begin_and_end_once(tmp
                       *loops(40), *evaluation(50), ("end", 50)]
     assert callable_events.count("begin") == callable_events.count("end") == 1
     assert callable_events[0] == "begin" and callable_events[-1] == "end" and "before_eval" not in callable_events
+
+
+def _loss_by_hand(export_dir, x, y):
+    """The export's mean log loss on (x, y), computed here from its probabilities."""
+    import numpy as np
+
+    from tpuestimator.serving.exports import open_export
+
+    probabilities = np.asarray(open_export(export_dir).run("features", {"x": x})["probabilities"])
+    return -np.mean(np.log(probabilities[np.arange(len(y)), y]))
+
+
+def test_an_export_of_a_step_already_exported_in_the_same_training_is_a_copy_of_it(tmp_path):
+    """Two exporters at one step (`final` and `latest` at the last step; `final` and `best`
+    when the best evaluation's weights are restored at the end) hold the same model and
+    weights: the second is a copy of the first, not a second trace and save. A step's copy is
+    never taken from another step's export: each export's own probabilities give, by hand,
+    the loss its step's evaluation recorded."""
+    from tpuestimator.core.training import EarlyStopping, EvalSpec, TrainSpec, make_exporters, train_and_evaluate
+
+    x, y = make_data(200)
+
+    def files(folder):
+        return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    # final, latest and best: best (loss in mode `max`: training lowers the loss, so the first
+    # evaluation is the best) at step 20, latest at 20, 40 and 50, final at 50
+    out = train_and_evaluate(
+        _estimator(tmp_path / "m", lr=0.2), TrainSpec(input_fn=array_input_fn(x, y), max_steps=50),
+        EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20,
+                 exporters=make_exporters(["final", "latest", "best"], str(tmp_path / "export"), best_metric="loss",
+                                          best_mode="max")))
+    loss = {h["step"]: h["loss"] for h in out.history}
+    assert sorted(loss) == [20, 40, 50] and loss[50] < loss[40] < loss[20]
+    export = tmp_path / "export"
+    assert sorted(os.listdir(export / "latest")) == ["20", "40", "50"] and os.listdir(export / "final") == ["50"]
+    assert json.loads((export / "best" / "best_state.json").read_text())["step"] == 20
+    # the same step's exports: byte for byte the same SavedModel (two saves name their traced
+    # functions apart); other steps' are not
+    assert files(export / "final" / "50") == files(export / "latest" / "50")
+    assert files(export / "best" / "20") == files(export / "latest" / "20")
+    assert (export / "final" / "50" / "saved_model.pb").read_bytes() != (export / "latest" / "40" / "saved_model.pb").read_bytes()
+    for name, step in (("final", 50), ("latest", 40), ("best", 20)):
+        assert _loss_by_hand(export / name / str(step), x, y) == pytest.approx(loss[step], rel=1e-4), (name, step)
+
+    # early stopping with restore_best: stops at step 40 (the 3rd evaluation without improvement,
+    # patience 2), restores step 10's weights, and the
+    # final export (version 10) is a copy of the best export of step 10
+    out = train_and_evaluate(
+        _estimator(tmp_path / "m2", lr=0.2), TrainSpec(input_fn=array_input_fn(x, y), max_steps=200),
+        EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=10,
+                 exporters=make_exporters(["final", "best"], str(tmp_path / "export2"), best_metric="loss",
+                                          best_mode="max"),
+                 early_stopping=EarlyStopping(metric="loss", mode="max", patience=2, restore_best=True)))
+    assert out.stopped_early and out.global_step == 40 and out.restored_step == 10
+    export = tmp_path / "export2"
+    assert os.listdir(export / "final") == ["10"] and files(export / "final" / "10") == files(export / "best" / "10")
+    assert _loss_by_hand(export / "final" / "10", x, y) == pytest.approx(out.history[0]["loss"], rel=1e-4)
+    assert out.history[0]["step"] == 10 and out.history[-1]["loss"] < out.history[0]["loss"] - 1e-3
+
+
+def test_a_copied_export_holds_its_own_metadata_and_none_of_the_sources_extra_files(tmp_path):
+    """`copy_saved_model`: the source's `assets.extra/` (its metadata; a warmup file a job
+    writes after the export) is not carried over; the copy gets the metadata it is given,
+    and appears whole or not at all."""
+    from tpuestimator.core.signatures import copy_saved_model
+
+    source = tmp_path / "best" / "7"
+    (source / "variables").mkdir(parents=True)
+    (source / "assets.extra").mkdir()
+    (source / "saved_model.pb").write_bytes(b"graph")
+    (source / "variables" / "variables.index").write_bytes(b"index")
+    (source / "assets.extra" / "tpuestimator.json").write_text('{"global_step": 7, "from": "source"}')
+    (source / "assets.extra" / "tf_serving_warmup_requests").write_bytes(b"requests")
+    path = copy_saved_model(str(source), str(tmp_path / "final"), version=7, model_dir=str(tmp_path),
+                            step=7, assets_extra={"tpuestimator.json": {"global_step": 7}})
+    assert path == str(tmp_path / "final" / "7")
+    copy = tmp_path / "final" / "7"
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file()) == [
+        "assets.extra/tpuestimator.json", "saved_model.pb", "variables/variables.index"]
+    assert json.loads((copy / "assets.extra" / "tpuestimator.json").read_text()) == {"global_step": 7}
+    assert (copy / "saved_model.pb").read_bytes() == b"graph"
+    assert os.listdir(tmp_path / "final") == ["7"]     # no temp folder left beside it
+    with pytest.raises(FileExistsError):                # an export is never overwritten
+        copy_saved_model(str(source), str(tmp_path / "final"), version=7, model_dir=str(tmp_path), step=7)

@@ -17,6 +17,7 @@ from typing import Any
 from tpuestimator.config_views import EarlyStopping  # defined beside the config: `eval.early_stopping` is one
 from tpuestimator.core.controller import EvalCadence
 from tpuestimator.core.hooks import HookList
+from tpuestimator.core.signatures import copy_saved_model
 from tpuestimator.core.stopping import EarlyStoppingHook, improved, read_state
 from tpuestimator.errors import ConfigError
 from tpuestimator.spec import Mode
@@ -84,12 +85,19 @@ class Exporter:
     def dir(self) -> str:
         return os.path.join(self.base_dir, self.name)
 
-    def _export(self, estimator, step: int) -> str | None:
+    def _export(self, estimator, step: int, same_weights: str | None = None) -> str | None:
+        """`same_weights`: an export of this step written in the same training (so of these
+        weights) by another exporter with the same serving inputs: copied, not written again."""
         target = os.path.join(self.dir, str(step))
         if os.path.exists(target):  # a rerun at the same step: the export is already there
             return target
-        path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs,
-                                            assets_extra=self.assets_extra(estimator) if self.assets_extra else None)
+        assets_extra = self.assets_extra(estimator) if self.assets_extra else None
+        if same_weights is not None:
+            path = copy_saved_model(same_weights, self.dir, version=step, model_dir=estimator.model_dir,
+                                    step=step, assets_extra=assets_extra)
+        else:
+            path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs,
+                                                assets_extra=assets_extra)
         self._garbage_collect()
         return path
 
@@ -98,10 +106,10 @@ class Exporter:
         for old in versions[:-self.keep]:
             shutil.rmtree(os.path.join(self.dir, str(old)), ignore_errors=True)
 
-    def after_eval(self, estimator, step: int, metrics: dict) -> str | None:
+    def after_eval(self, estimator, step: int, metrics: dict, same_weights: str | None = None) -> str | None:
         return None
 
-    def at_end(self, estimator, step: int, metrics: dict | None) -> str | None:
+    def at_end(self, estimator, step: int, metrics: dict | None, same_weights: str | None = None) -> str | None:
         return None
 
 
@@ -110,8 +118,8 @@ class FinalExporter(Exporter):
 
     name = "final"
 
-    def at_end(self, estimator, step, metrics):
-        return self._export(estimator, step)
+    def at_end(self, estimator, step, metrics, same_weights=None):
+        return self._export(estimator, step, same_weights)
 
 
 class LatestExporter(Exporter):
@@ -119,8 +127,8 @@ class LatestExporter(Exporter):
 
     name = "latest"
 
-    def after_eval(self, estimator, step, metrics):
-        return self._export(estimator, step)
+    def after_eval(self, estimator, step, metrics, same_weights=None):
+        return self._export(estimator, step, same_weights)
 
 
 class BestExporter(Exporter):
@@ -140,7 +148,7 @@ class BestExporter(Exporter):
     def state_path(self) -> str:
         return os.path.join(self.dir, "best_state.json")
 
-    def after_eval(self, estimator, step, metrics):
+    def after_eval(self, estimator, step, metrics, same_weights=None):
         if self.metric not in metrics:
             raise ConfigError("export.best_metric", self.metric,
                               "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
@@ -148,7 +156,7 @@ class BestExporter(Exporter):
         value = metrics[self.metric]
         if not improved(value, state.get("value"), self.mode):
             return None
-        path = self._export(estimator, step)
+        path = self._export(estimator, step, same_weights)
         atomic_write_json(self.state_path, {"metric": self.metric, "mode": self.mode, "value": value,
                                             "step": step, "export": path})
         return path
@@ -261,6 +269,18 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                                     field="eval.early_stopping.metric")
     # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
     hooks = HookList(train_spec.hooks)
+    # step -> (an export of that step's weights written or found by this call, its exporter's
+    # serving inputs): another exporter of the same step copies it (`Exporter._export`). Steps
+    # only grow, and the end's restored best weights are the ones that step's export was made of.
+    exported_here: dict[int, tuple[str, Any]] = {}
+
+    def same_weights(exporter, at_step: int) -> str | None:
+        path, serving_inputs = exported_here.get(at_step, (None, None))
+        return path if path is not None and serving_inputs == exporter.serving_inputs else None
+
+    def exported(exporter, at_step: int, path: str) -> None:
+        exports[exporter.name] = path
+        exported_here.setdefault(at_step, (path, exporter.serving_inputs))
 
     def evaluate(at_step: int) -> dict:
         hooks.before_eval(at_step)
@@ -269,9 +289,9 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         hooks.after_eval(at_step, result)
         fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
-            path = exporter.after_eval(estimator, at_step, result)
+            path = exporter.after_eval(estimator, at_step, result, same_weights(exporter, at_step))
             if path:
-                exports[exporter.name] = path
+                exported(exporter, at_step, path)
                 hooks.after_export(at_step, path)
         # Written once the evaluation AND its exports are done: a run killed in between redoes both.
         atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
@@ -334,9 +354,9 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                         best_step, rule.metric, metrics.get(rule.metric))
         export_step = step if restored_step is None else restored_step
         for exporter in (eval_spec.exporters if eval_spec else ()):
-            path = exporter.at_end(estimator, export_step, metrics)
+            path = exporter.at_end(estimator, export_step, metrics, same_weights(exporter, export_step))
             if path:
-                exports[exporter.name] = path
+                exported(exporter, export_step, path)
     best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
     if best and best[0].best().get("export"):
         exports["best"] = best[0].best()["export"]
