@@ -68,6 +68,36 @@ def test_summary_hook_writes_loop_logs_report_values_and_learning_rate(tmp_path)
     assert scalars["learning_rate"][0][1] == pytest.approx(0.1)
 
 
+def test_scalar_rows_are_written_alike_eagerly_and_by_the_traced_writer(tmp_path):
+    """A few rows (the usual flush before an evaluation) are written with eager summary ops, a
+    long run of rows by one traced function, and a set of names once traced stays traced: every
+    (step, value) comes back from the event file as given, as a TensorBoard scalar."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing import event_accumulator
+
+    from tpuestimator.hooks.builtin import ScalarRowsWriter
+
+    writer = tf.summary.create_file_writer(str(tmp_path / "logs"))
+    rows_writer = ScalarRowsWriter(writer)
+    big = ScalarRowsWriter.EAGER_MAX_SCALARS // 2 + 1                    # rows of 2 names: over the bound
+    expected = {"a": [], "b": [], "c": []}
+    batches = [[(s, {"a": s / 7, "b": -s}) for s in range(1, 4)],        # eager
+               [(s, {"c": s * 0.5}) for s in range(4, 6)],                # other names, eager
+               [(s, {"a": s / 7, "b": -s}) for s in range(6, 6 + big)],   # traced
+               [(s, {"a": s / 7, "b": -s}) for s in range(6 + big, 8 + big)]]  # a, b stay traced
+    for batch in batches:
+        rows_writer.write(batch)
+        for step, values in batch:
+            for name, value in values.items():
+                expected[name].append((step, float(np.float32(value))))
+    assert list(rows_writer._fns) == [("a", "b")]
+    writer.flush()
+    assert _scalars(tmp_path / "logs") == expected
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "logs"), size_guidance={"tensors": 0})
+    acc.Reload()
+    assert {tag: acc.SummaryMetadata(tag).plugin_data.plugin_name for tag in expected} == dict.fromkeys(expected, "scalars")
+
+
 @pytest.mark.parametrize("replicas", [1, 8])
 def test_host_call_hook_writes_every_step_and_costs_nothing_when_off(tmp_path, replicas):
     from tpuestimator.hooks.host_call import HostCallHook
