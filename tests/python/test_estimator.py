@@ -293,6 +293,43 @@ def test_a_reusable_input_is_built_once_and_a_plain_function_called_at_every_eva
     assert [est.evaluate(changing)["num_examples"] for _ in range(2)] == [1001, 500]
 
 
+def test_a_seeded_input_trains_on_the_dataset_the_model_was_built_from(tmp_path, fixtures_dir):
+    """An input declaring `seeded` (the built-in training pipeline, not under `data.service`) is
+    called once by a fresh training on one host replica: the model is built from the dataset it
+    then trains on. A plain function is called twice (the model's probe, the training) and trains
+    the same steps; a resumed training calls the seeded one again, positioned at its step, and
+    ends where an uninterrupted training does."""
+    from tpuestimator.core.input_fn import InputFn
+    from tpuestimator.data import make_input_fn
+
+    x, y = make_data(256)
+    calls = {"seeded": [], "plain": []}
+
+    def counted(kind):
+        def input_fn(params):
+            calls[kind].append(params["start_step"])
+            return array_input_fn(x, y, shuffle=True)(params)
+        return input_fn
+
+    seeded = InputFn(fn=counted("seeded"), seeded=True)
+    est = _estimator(tmp_path / "seeded")
+    est.train(seeded, max_steps=20)
+    assert calls["seeded"] == [0]
+    plain = _estimator(tmp_path / "plain")
+    plain.train(counted("plain"), max_steps=40)
+    assert calls["plain"] == [0, 0]
+    resumed = _estimator(tmp_path / "seeded")       # a new process's Estimator on the same model dir
+    resumed.train(seeded, max_steps=40)
+    assert calls["seeded"] == [0, 0, 20] and resumed.global_step == 40
+    for got, want in zip(resumed.model.get_weights(), plain.model.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert _numpy_reference(resumed, x, y)[1] > 0.8    # it learned (3 linearly separable classes)
+
+    data = {"manifest": str(fixtures_dir / "parity" / "manifest.json")}
+    assert make_input_fn(data, "train").seeded and not make_input_fn(data, "eval").seeded
+    assert not make_input_fn({**data, "service": "grpc://localhost:5000"}, "train").seeded
+
+
 def test_an_input_that_fits_in_memory_is_read_once_for_whole_evaluations(mirrored):
     """An input declaring `fits_in_memory` (the built-in pipeline's small evaluation input) is
     read from its source by the first evaluation only; each evaluation still covers every example

@@ -194,6 +194,19 @@ def is_parameter_server(strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
+def input_on_host(strategy) -> bool:
+    """True when the strategy is one replica on the host CPU (input needs no distributing),
+    and for evaluation and prediction under parameter servers, which run on the coordinator."""
+    import tensorflow as tf
+
+    if is_parameter_server(strategy):
+        return True
+    if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
+        return False
+    devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
+    return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
+
+
 def _tpu_strategy(run: RunConfig):
     import tensorflow as tf
 

@@ -22,7 +22,7 @@ from tpuestimator.core import checkpointing
 from tpuestimator.core import steps as replica_steps
 from tpuestimator.core.batching import MASK_KEY
 from tpuestimator.core.controller import TrainController
-from tpuestimator.core.devices import describe_strategy, is_parameter_server, make_strategy
+from tpuestimator.core.devices import describe_strategy, input_on_host, make_strategy
 from tpuestimator.core.evaluator import Evaluator
 from tpuestimator.core.hooks import HookList
 from tpuestimator.core.input_fn import declarations
@@ -70,6 +70,7 @@ class Estimator:
         self._state: TrainingState | None = None
         self._trainer: Trainer | None = None
         self._evaluator: Evaluator | None = None
+        self._train_probe: tuple | None = None  # (input_fn, its probe's dataset): `InputFn.seeded`
         self.stop_training = False
         self.last_train_logs: dict = {}
 
@@ -179,6 +180,8 @@ class Estimator:
         # (`InputFn.batch_axes`); the feature spec keeps the layout clients send, the model is
         # built on the one it receives.
         declared = declarations(input_fn)
+        if mode == Mode.TRAIN and global_batch is None and declared.seeded:
+            self._train_probe = (input_fn, probe)
         batch_axes = declared.batch_axes
         feature_spec, build_shapes = {}, {}
         for name, s in features_spec.items():
@@ -221,19 +224,6 @@ class Estimator:
         (shared by the device loop and the host-side replay in `tpuestimator.debug`)."""
         return replica_steps.make_forward_backward(self.state, global_batch, precision=self.config.precision,
                                            jit_compile=self.config.jit_compile)
-
-    def _input_on_host(self) -> bool:
-        """True when the strategy is one replica on the host CPU (input needs no distributing),
-        and for evaluation and prediction under parameter servers, which run on the coordinator."""
-        import tensorflow as tf
-
-        strategy = self.strategy
-        if is_parameter_server(strategy):
-            return True
-        if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
-            return False
-        devices = tuple(getattr(strategy.extended, "worker_devices", ()) or ())
-        return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
 
     @property
     def trainer(self) -> Trainer:
@@ -305,7 +295,12 @@ class Estimator:
         """The `TrainController` of one `train` (or `train_and_evaluate`) call: the trainer set
         to read `input_fn` (the model built first), `hooks` bracketed once by its session."""
         state = self.build(input_fn, Mode.TRAIN)
-        self.trainer.use_input(input_fn, params=self.input_params(Mode.TRAIN), input_on_host=self._input_on_host())
+        probe, self._train_probe = self._train_probe, None
+        # the probe was built for step 0 (before the checkpoint was restored): a resumed
+        # training builds its input positioned at its step
+        built = probe[1] if probe is not None and probe[0] is input_fn and state.step == 0 else None
+        self.trainer.use_input(input_fn, params=self.input_params(Mode.TRAIN),
+                               input_on_host=input_on_host(self.strategy), built=built)
         return TrainController(trainer=self.trainer, state=state, hooks=hooks, config=self.config,
                                info={"model_dir": self.model_dir, "num_replicas": self.num_replicas,
                                      "global_batch_size": self.config.train_batch_size})
@@ -320,7 +315,7 @@ class Estimator:
         """The `tpuestimator.core.evaluator.Evaluator`: the eval/predict input and device functions."""
         if self._evaluator is None:
             self._evaluator = Evaluator(strategy=self.strategy, state=self.state, device_info=self.device_info,
-                                        input_on_host=self._input_on_host())
+                                        input_on_host=input_on_host(self.strategy))
         return self._evaluator
 
     def evaluate(self, input_fn, steps: int | None = None, hooks: Iterable[Any] = (),

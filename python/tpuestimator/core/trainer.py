@@ -92,18 +92,22 @@ class Trainer:
             self.state, config.train_batch_size, precision=config.precision, jit_compile=config.jit_compile)
         return replica_steps.make_train_step(self.state, forward_backward, per_step_values=per_step_values)
 
-    def use_input(self, input_fn, *, params: dict, input_on_host: bool) -> TrainInput:
+    def use_input(self, input_fn, *, params: dict, input_on_host: bool, built=None) -> TrainInput:
         """Builds (or reuses, for the same input_fn) the distributed training iterator and loop;
-        `params` are the training input function's (`Estimator.input_params(Mode.TRAIN)`)."""
+        `params` are the training input function's (`Estimator.input_params(Mode.TRAIN)`).
+        `built`: the dataset `input_fn(params)` returns, already built (`InputFn.seeded`), read
+        as it is on one host replica."""
         import tensorflow as tf
 
         if self.train_input is not None and self.train_input.input_fn is input_fn:
             return self.train_input
+        if is_parameter_server(self.strategy) or not input_on_host:
+            built = None  # each worker or input pipeline builds its own, in its own input context
         cardinalities = []
 
         def dataset_fn(ctx):
             # positioned at the current step: a resumed run reads the batches an uninterrupted one would
-            ds = train_dataset(input_fn, dict(params, input_context=ctx))
+            ds = train_dataset(input_fn, dict(params, input_context=ctx)) if built is None else built
             # static under parameter servers (traced for the workers): None, i.e. not known to end
             cardinalities.append(tf.get_static_value(ds.cardinality()))
             return ds

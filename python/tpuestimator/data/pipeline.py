@@ -142,6 +142,9 @@ def make_input_fn(data_section: Any, mode: str) -> DataInputFn:
                        skips_to_start_step=True,  # it skips to params["start_step"] itself, before decoding
                        reusable=mode != "train",  # one pass over the resolved files, no shuffle, no service
                        fits_in_memory=mode != "train" and _fits_in_memory(spec, pattern),
+                       # stateless shuffles and augmentation keyed by params["seed"]; a service job's
+                       # name depends on the input context
+                       seeded=mode == "train" and not spec.service,
                        batch_axes=dict(TRANSPOSED_BATCH_AXES) if transposed else {},
                        to_model_layout=transpose_input if transposed else None)
 
