@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -268,6 +269,18 @@ def test_an_export_of_a_step_already_exported_in_the_same_training_is_a_copy_of_
     assert os.listdir(export / "final") == ["10"] and files(export / "final" / "10") == files(export / "best" / "10")
     assert _loss_by_hand(export / "final" / "10", x, y) == pytest.approx(out.history[0]["loss"], rel=1e-4)
     assert out.history[0]["step"] == 10 and out.history[-1]["loss"] < out.history[0]["loss"] - 1e-3
+
+    # an export found already there (here another training's, in a shared export folder) is kept
+    # and never copied: the final export of the same step is this training's own
+    shutil.copytree(tmp_path / "export" / "latest" / "40", tmp_path / "export3" / "best" / "20")
+    out = train_and_evaluate(
+        _estimator(tmp_path / "m3", lr=0.2), TrainSpec(input_fn=array_input_fn(x, y), max_steps=20),
+        EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=20,
+                 exporters=make_exporters(["final", "best"], str(tmp_path / "export3"))))
+    export = tmp_path / "export3"
+    assert files(export / "best" / "20") == files(tmp_path / "export" / "latest" / "40")
+    assert files(export / "final" / "20") != files(export / "best" / "20")
+    assert _loss_by_hand(export / "final" / "20", x, y) == pytest.approx(out.history[0]["loss"], rel=1e-4)
 
 
 def test_a_copied_export_holds_its_own_metadata_and_none_of_the_sources_extra_files(tmp_path):

@@ -269,18 +269,21 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                                     field="eval.early_stopping.metric")
     # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
     hooks = HookList(train_spec.hooks)
-    # step -> (an export of that step's weights written or found by this call, its exporter's
-    # serving inputs): another exporter of the same step copies it (`Exporter._export`). Steps
-    # only grow, and the end's restored best weights are the ones that step's export was made of.
+    # step -> (an export of that step's weights written by this call, its exporter's serving
+    # inputs): another exporter of the same step copies it (`Exporter._export`). Steps only grow,
+    # and the end's restored best weights are the ones that step's export was made of. An export
+    # found already there (a rerun's, or one in an `export.dir` another training shares) is not
+    # offered: its weights are not known to be these.
     exported_here: dict[int, tuple[str, Any]] = {}
 
     def same_weights(exporter, at_step: int) -> str | None:
         path, serving_inputs = exported_here.get(at_step, (None, None))
         return path if path is not None and serving_inputs == exporter.serving_inputs else None
 
-    def exported(exporter, at_step: int, path: str) -> None:
+    def exported(exporter, at_step: int, path: str, fresh: bool) -> None:
         exports[exporter.name] = path
-        exported_here.setdefault(at_step, (path, exporter.serving_inputs))
+        if fresh:
+            exported_here.setdefault(at_step, (path, exporter.serving_inputs))
 
     def evaluate(at_step: int) -> dict:
         hooks.before_eval(at_step)
@@ -289,9 +292,10 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         hooks.after_eval(at_step, result)
         fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
+            fresh = not os.path.exists(os.path.join(exporter.dir, str(at_step)))
             path = exporter.after_eval(estimator, at_step, result, same_weights(exporter, at_step))
             if path:
-                exported(exporter, at_step, path)
+                exported(exporter, at_step, path, fresh)
                 hooks.after_export(at_step, path)
         # Written once the evaluation AND its exports are done: a run killed in between redoes both.
         atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
@@ -354,9 +358,10 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                         best_step, rule.metric, metrics.get(rule.metric))
         export_step = step if restored_step is None else restored_step
         for exporter in (eval_spec.exporters if eval_spec else ()):
+            fresh = not os.path.exists(os.path.join(exporter.dir, str(export_step)))
             path = exporter.at_end(estimator, export_step, metrics, same_weights(exporter, export_step))
             if path:
-                exported(exporter, export_step, path)
+                exported(exporter, export_step, path, fresh)
     best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
     if best and best[0].best().get("export"):
         exports["best"] = best[0].best()["export"]
