@@ -261,11 +261,13 @@ def test_an_export_of_a_step_already_exported_in_the_same_training_is_a_copy_of_
     out = train_and_evaluate(
         _estimator(tmp_path / "m2", lr=0.2), TrainSpec(input_fn=array_input_fn(x, y), max_steps=200),
         EvalSpec(input_fn=array_input_fn(x, y), every_n_steps=10,
-                 exporters=make_exporters(["final", "best"], str(tmp_path / "export2"), best_metric="loss",
-                                          best_mode="max"),
+                 exporters=make_exporters(["final", "latest", "best"], str(tmp_path / "export2"), keep=1,
+                                          best_metric="loss", best_mode="max"),
                  early_stopping=EarlyStopping(metric="loss", mode="max", patience=2, restore_best=True)))
     assert out.stopped_early and out.global_step == 40 and out.restored_step == 10
     export = tmp_path / "export2"
+    # `latest` wrote step 10 first and has removed it since (keep=1): the copy is of `best`'s
+    assert os.listdir(export / "latest") == ["40"]
     assert os.listdir(export / "final") == ["10"] and files(export / "final" / "10") == files(export / "best" / "10")
     assert _loss_by_hand(export / "final" / "10", x, y) == pytest.approx(out.history[0]["loss"], rel=1e-4)
     assert out.history[0]["step"] == 10 and out.history[-1]["loss"] < out.history[0]["loss"] - 1e-3

@@ -5,6 +5,7 @@ signatures a job adds (tf.Example records, image bytes) are built in `tpuestimat
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -141,6 +142,21 @@ class _RenamingNoteAtDebug(logging.Filter):
 _TF_LOGGERS = ("absl", "tensorflow")  # TensorFlow 2.21 logs through absl; older ones as "tensorflow"
 
 
+@contextlib.contextmanager
+def _export_folder(export_dir_base: str, final: str, *, model_dir: str, step: int,
+                   assets_extra: Mapping[str, Any] | None):
+    """The temp folder an export is written into. It appears as `final`, with `assets_extra`
+    (file name -> JSON value) under `assets.extra/`, or not at all: a crash or a full disk
+    mid-export leaves nothing behind (`DiskFullError` says the checkpoints are unaffected)."""
+    kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
+    with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), \
+            atomic_directory(final) as tmp:
+        yield tmp
+        for name, value in (assets_extra or {}).items():
+            atomic_write_json(os.path.join(tmp, ASSETS_EXTRA, name), value)
+        fault_point("in_export", step)
+
+
 def write_saved_model(module, export_dir_base: str, *, version: int | None, model_dir: str, step: int,
                       assets_extra: Mapping[str, Any] | None = None) -> str:
     """Saves `module` (a `serving_module`) with its signatures as `<export_dir_base>/<version>/`.
@@ -157,8 +173,7 @@ def write_saved_model(module, export_dir_base: str, *, version: int | None, mode
     while os.path.exists(os.path.join(export_dir_base, str(version))):
         version += 1
     final = os.path.join(export_dir_base, str(version))
-    kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
-    with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
+    with _export_folder(export_dir_base, final, model_dir=model_dir, step=step, assets_extra=assets_extra) as tmp:
         renaming = _RenamingNoteAtDebug()
         for name in _TF_LOGGERS:
             logging.getLogger(name).addFilter(renaming)
@@ -167,9 +182,6 @@ def write_saved_model(module, export_dir_base: str, *, version: int | None, mode
         finally:
             for name in _TF_LOGGERS:
                 logging.getLogger(name).removeFilter(renaming)
-        for name, value in (assets_extra or {}).items():
-            atomic_write_json(os.path.join(tmp, ASSETS_EXTRA, name), value)
-        fault_point("in_export", step)
     logger.info("exported SavedModel to %s", final)
     return final
 
@@ -183,14 +195,10 @@ def copy_saved_model(source: str, export_dir_base: str, *, version: int, model_d
     (about 0.9 CPU s for the digits example's small CNN)."""
     final = os.path.join(export_dir_base, str(int(version)))
     source = os.path.normpath(source)
-    kept = f"The partial export was removed; the checkpoints in {model_dir} are unaffected."
-    with translate_disk_full(export_dir_base, "SavedModel export", kept=kept), atomic_directory(final) as tmp:
+    with _export_folder(export_dir_base, final, model_dir=model_dir, step=step, assets_extra=assets_extra) as tmp:
         # the source's assets.extra (its metadata, a warmup file written after it) is not copied:
         # the copy holds what a fresh export would
         shutil.copytree(source, tmp, dirs_exist_ok=True,
                         ignore=lambda folder, names: [ASSETS_EXTRA] if folder == source else [])
-        for name, value in (assets_extra or {}).items():
-            atomic_write_json(os.path.join(tmp, ASSETS_EXTRA, name), value)
-        fault_point("in_export", step)
     logger.info("exported SavedModel to %s (a copy of %s: the same step's weights)", final, source)
     return final

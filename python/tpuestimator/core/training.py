@@ -85,19 +85,27 @@ class Exporter:
     def dir(self) -> str:
         return os.path.join(self.base_dir, self.name)
 
-    def _export(self, estimator, step: int, same_weights: str | None = None) -> str | None:
-        """`same_weights`: an export of this step written in the same training (so of these
-        weights) by another exporter with the same serving inputs: copied, not written again."""
+    def _export(self, estimator, step: int, written: dict | None = None) -> str | None:
+        """`written` (`train_and_evaluate`'s): step -> [(export, serving inputs)] of the exports
+        this training wrote. One of this step (so of these weights, which the end's restored
+        best weights are too) with the same serving inputs, still there (another exporter's
+        `keep` may have removed it), is copied, not written again; what this call writes is
+        added. An export found already at the target (a rerun's, or another training's in a
+        shared `export.dir`) is kept and not added: its weights are not known to be these."""
         target = os.path.join(self.dir, str(step))
         if os.path.exists(target):  # a rerun at the same step: the export is already there
             return target
         assets_extra = self.assets_extra(estimator) if self.assets_extra else None
-        if same_weights is not None:
-            path = copy_saved_model(same_weights, self.dir, version=step, model_dir=estimator.model_dir,
+        same = [path for path, inputs in (written or {}).get(step, ())
+                if inputs == self.serving_inputs and os.path.isdir(path)]
+        if same:
+            path = copy_saved_model(same[0], self.dir, version=step, model_dir=estimator.model_dir,
                                     step=step, assets_extra=assets_extra)
         else:
             path = estimator.export_saved_model(self.dir, version=step, serving_inputs=self.serving_inputs,
                                                 assets_extra=assets_extra)
+        if written is not None:
+            written.setdefault(step, []).append((path, self.serving_inputs))
         self._garbage_collect()
         return path
 
@@ -106,10 +114,10 @@ class Exporter:
         for old in versions[:-self.keep]:
             shutil.rmtree(os.path.join(self.dir, str(old)), ignore_errors=True)
 
-    def after_eval(self, estimator, step: int, metrics: dict, same_weights: str | None = None) -> str | None:
+    def after_eval(self, estimator, step: int, metrics: dict, written: dict | None = None) -> str | None:
         return None
 
-    def at_end(self, estimator, step: int, metrics: dict | None, same_weights: str | None = None) -> str | None:
+    def at_end(self, estimator, step: int, metrics: dict | None, written: dict | None = None) -> str | None:
         return None
 
 
@@ -118,8 +126,8 @@ class FinalExporter(Exporter):
 
     name = "final"
 
-    def at_end(self, estimator, step, metrics, same_weights=None):
-        return self._export(estimator, step, same_weights)
+    def at_end(self, estimator, step, metrics, written=None):
+        return self._export(estimator, step, written)
 
 
 class LatestExporter(Exporter):
@@ -127,8 +135,8 @@ class LatestExporter(Exporter):
 
     name = "latest"
 
-    def after_eval(self, estimator, step, metrics, same_weights=None):
-        return self._export(estimator, step, same_weights)
+    def after_eval(self, estimator, step, metrics, written=None):
+        return self._export(estimator, step, written)
 
 
 class BestExporter(Exporter):
@@ -148,7 +156,7 @@ class BestExporter(Exporter):
     def state_path(self) -> str:
         return os.path.join(self.dir, "best_state.json")
 
-    def after_eval(self, estimator, step, metrics, same_weights=None):
+    def after_eval(self, estimator, step, metrics, written=None):
         if self.metric not in metrics:
             raise ConfigError("export.best_metric", self.metric,
                               "one of the evaluation's metrics: " + ", ".join(sorted(metrics)))
@@ -156,7 +164,7 @@ class BestExporter(Exporter):
         value = metrics[self.metric]
         if not improved(value, state.get("value"), self.mode):
             return None
-        path = self._export(estimator, step, same_weights)
+        path = self._export(estimator, step, written)
         atomic_write_json(self.state_path, {"metric": self.metric, "mode": self.mode, "value": value,
                                             "step": step, "export": path})
         return path
@@ -269,21 +277,9 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                                     field="eval.early_stopping.metric")
     # Wrapped once, so plain callables get after_eval/after_export too and keep their state.
     hooks = HookList(train_spec.hooks)
-    # step -> (an export of that step's weights written by this call, its exporter's serving
-    # inputs): another exporter of the same step copies it (`Exporter._export`). Steps only grow,
-    # and the end's restored best weights are the ones that step's export was made of. An export
-    # found already there (a rerun's, or one in an `export.dir` another training shares) is not
-    # offered: its weights are not known to be these.
-    exported_here: dict[int, tuple[str, Any]] = {}
-
-    def same_weights(exporter, at_step: int) -> str | None:
-        path, serving_inputs = exported_here.get(at_step, (None, None))
-        return path if path is not None and serving_inputs == exporter.serving_inputs else None
-
-    def exported(exporter, at_step: int, path: str, fresh: bool) -> None:
-        exports[exporter.name] = path
-        if fresh:
-            exported_here.setdefault(at_step, (path, exporter.serving_inputs))
+    # The exports this call writes, by step: another exporter of the same step copies one
+    # (`Exporter._export`).
+    written: dict[int, list] = {}
 
     def evaluate(at_step: int) -> dict:
         hooks.before_eval(at_step)
@@ -292,10 +288,9 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
         hooks.after_eval(at_step, result)
         fault_point("after_eval", at_step)
         for exporter in eval_spec.exporters:
-            fresh = not os.path.exists(os.path.join(exporter.dir, str(at_step)))
-            path = exporter.after_eval(estimator, at_step, result, same_weights(exporter, at_step))
+            path = exporter.after_eval(estimator, at_step, result, written)
             if path:
-                exported(exporter, at_step, path, fresh)
+                exports[exporter.name] = path
                 hooks.after_export(at_step, path)
         # Written once the evaluation AND its exports are done: a run killed in between redoes both.
         atomic_write_json(os.path.join(estimator.model_dir, EVAL_STATE_FILE), {"step": at_step, "metrics": result})
@@ -358,10 +353,9 @@ def train_and_evaluate(estimator, train_spec: TrainSpec, eval_spec: EvalSpec | N
                         best_step, rule.metric, metrics.get(rule.metric))
         export_step = step if restored_step is None else restored_step
         for exporter in (eval_spec.exporters if eval_spec else ()):
-            fresh = not os.path.exists(os.path.join(exporter.dir, str(export_step)))
-            path = exporter.at_end(estimator, export_step, metrics, same_weights(exporter, export_step))
+            path = exporter.at_end(estimator, export_step, metrics, written)
             if path:
-                exported(exporter, export_step, path, fresh)
+                exports[exporter.name] = path
     best = [e for e in (eval_spec.exporters if eval_spec else ()) if isinstance(e, BestExporter)]
     if best and best[0].best().get("export"):
         exports["best"] = best[0].best()["export"]
