@@ -4,7 +4,9 @@
 # The files run in parallel R sessions (testthat's own `TESTTHAT_PARALLEL`; `TESTTHAT_CPUS`
 # sessions, 2 by default): the R side is single-threaded, so one session left a core idle (serial
 # 312 s, two sessions 199 s, the same 1,246 expectations). Each test works in its own temporary
-# folder and each session has its own Python, so the files share nothing. The durations are
+# folder and each session has its own Python, so the files share nothing. The sessions take the
+# files in order, the slowest first (DESCRIPTION's `Config/testthat/start-first`), so that no long
+# file starts last and runs alone at the end. The durations are
 # printed by a serial run only (`TESTTHAT_PARALLEL=FALSE`): a parallel run does not time the tests.
 # Usage: Rscript scripts/run_testthat.R [FILTER]
 if (Sys.getenv("TESTTHAT_PARALLEL") == "") Sys.setenv(TESTTHAT_PARALLEL = "TRUE")

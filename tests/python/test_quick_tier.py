@@ -151,3 +151,29 @@ def test_the_coverage_checks_catch_a_part_without_a_quick_test(tmp_path):
     assert not _mentions("tables", "from tpuestimator.serving import tables_helper")
     assert not _mentions("data", "from tpuestimator.database import x")
     assert _mentions("schema", 'json.loads((PACKAGE / "schema" / "config.schema.json").read_text())')
+
+
+def start_first_names(description: str) -> list[str]:
+    """The testthat files DESCRIPTION's `Config/testthat/start-first` names (as testthat reads
+    it: comma-separated, each a file's name without `test-` and `.R`), in order."""
+    match = re.search(r"^Config/testthat/start-first:(.*(?:\n[ \t].*)*)", description, re.M)
+    return [name.strip() for name in match.group(1).split(",") if name.strip()] if match else []
+
+
+def names_without_a_file(names: list[str]) -> list[str]:
+    return [name for name in names if not (REPO / "tests" / "testthat" / f"test-{name}.R").is_file()]
+
+
+@pytest.mark.quick()
+def test_the_testthat_files_started_first_exist():
+    """testthat's parallel sessions start these files first (scripts/run_testthat.R: the slowest,
+    so none runs alone at the end); a renamed file would silently drop out of the list."""
+    names = start_first_names((REPO / "DESCRIPTION").read_text())
+    assert names, "DESCRIPTION has no Config/testthat/start-first"
+    assert not names_without_a_file(names), (
+        f"DESCRIPTION's Config/testthat/start-first names no file tests/testthat/test-NAME.R for "
+        f"{names_without_a_file(names)}: rename them as the files are")
+    # the check can fail: a name continued on the next line, and a name with no file
+    assert start_first_names("Config/testthat/start-first: train,\n    no-such-file\nNext: x\n") == [
+        "train", "no-such-file"]
+    assert names_without_a_file(["train", "no-such-file"]) == ["no-such-file"]
