@@ -3,8 +3,9 @@ Keras once, and every run of the launcher is a fork of it, running the command l
 `python` would. Each fresh Python that imports TensorFlow pays ~5-7 CPU seconds for it; a
 fork costs a fraction of a second. Used where the process is real but its TensorFlow import
 is not what is tested: the benchmark smoke runs (test_benchmarks_smoke.py: their scripts'
-child Pythons) and the CLI-subprocess tests (conftest.py's `forked_python`: signals, kills,
-clusters, CLI errors). A test about start-up itself (the import, `--version`, the wheel
+child Pythons), the CLI-subprocess tests (conftest.py's `forked_python`: signals, kills,
+clusters, CLI errors) and the full-disk tests (test_disk_full.py: a server in the user and
+mount namespace their tmpfs is mounted in). A test about start-up itself (the import, `--version`, the wheel
 install) keeps `sys.executable`.
 
     python fork_python.py serve SOCKET          # imports TensorFlow, prints "ready", serves until SIGTERM
@@ -362,15 +363,17 @@ class _Usage(Exception):
     pass
 
 
-def start(folder: Path, env: dict) -> tuple:
+def start(folder: Path, env: dict, *, wrapper: tuple[str, ...] = ()) -> tuple:
     """Starts a server (its files in `folder`) and returns (its process, the launcher's path); the
-    caller ends it with `stop`."""
+    caller ends it with `stop`. `wrapper`: a command that execs the server's command line after
+    it (`unshare -rm`: the server, and so every run, in namespaces of its own; the process
+    returned is then the server itself)."""
     import subprocess
 
     socket_path = folder / "fork-python.sock"
     log = open(folder / "fork-python.log", "w")  # noqa: SIM115  (closed by stop)
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)], env=env,
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+    proc = subprocess.Popen([*wrapper, sys.executable, str(Path(__file__).resolve()), "serve", str(socket_path)],
+                            env=env, stdout=subprocess.PIPE, stderr=log, text=True)
     # lines before "ready" are what the imports printed (from an embedded Python's environment,
     # R's: TensorFlow's note that ssl failed to load), kept for the error when it never comes
     printed = []

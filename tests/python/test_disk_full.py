@@ -11,9 +11,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -59,7 +59,7 @@ def test_partial_checkpoint_files_are_removed_and_complete_ones_kept(tmp_path):
 
 
 def _unshare_works() -> bool:
-    if not shutil.which("unshare"):
+    if not (shutil.which("unshare") and shutil.which("nsenter")):
         return False
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /tmp"],
                            capture_output=True, timeout=30)
@@ -67,17 +67,41 @@ def _unshare_works() -> bool:
 
 
 needs_tmpfs = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (an unprivileged user and "
-                                 "mount namespace) to mount a tiny tmpfs: a real full disk without root")
+                                 "mount namespace) and `nsenter` to mount a tiny tmpfs: a real full disk without root")
 
 
-def _on_tiny_disk(tmp_path: Path, env: dict, command: str, *, filler_bytes: int = 0) -> subprocess.CompletedProcess:
-    """Runs `command` (bash, in tmp_path) with tmp_path/tiny a 3 MB tmpfs; copies it to tmp_path/after."""
+@pytest.fixture(scope="module")
+def namespace(tmp_path_factory):
+    """(a `python`, the pid of the namespace): a fork server started in a user and mount namespace of
+    its own (`unshare -rm`, as a user without root makes one), whose runs are the tests' `tpuestimator`
+    processes. A test enters that namespace (`nsenter`) to mount its tmpfs, so the runs see it; they
+    are real processes (their exit codes, files and errors are the product's) without a TensorFlow
+    import each (~5 CPU s: fork_python.py). conftest.py's `forked_python` cannot serve here: its
+    server, outside the namespace, would not see the mount."""
+    import fork_python
+    from conftest import cli_env
+
+    server, launcher = fork_python.start(tmp_path_factory.mktemp("fork-python-ns"), cli_env(),
+                                         wrapper=("unshare", "-rm"))
+    yield str(launcher), server.pid
+    fork_python.stop(server)
+
+
+def _on_tiny_disk(tmp_path: Path, namespace: tuple[str, int], env: dict, command: str, *,
+                  filler_bytes: int = 0) -> subprocess.CompletedProcess:
+    """Runs `command` (bash, in tmp_path, in the namespace) with tmp_path/tiny a 3 MB tmpfs; copies
+    it to tmp_path/after, then unmounts it."""
     (tmp_path / "tiny").mkdir()
-    script = (f"set -u; mount -t tmpfs -o size=3m tmpfs tiny || exit 99; "
+    # `cd`: entering a mount namespace moves a process to its root
+    script = (f"set -u; cd {shlex.quote(str(tmp_path))} || exit 99; mount -t tmpfs -o size=3m tmpfs tiny || exit 99; "
               f"head -c {filler_bytes} /dev/zero > tiny/filler; {command}; rc=$?; "
-              "rm -f tiny/filler; cp -a tiny after; exit $rc")
-    return subprocess.run(["unshare", "-rm", "bash", "-c", script], env=without_sklearn(env), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=400)  # as on the core install (2 CPU s less)
+              "rm -f tiny/filler; cp -a tiny after; umount tiny; exit $rc")
+    # --preserve-credentials: as a user without root, nsenter's own switch to uid 0 fails (the
+    # namespace denies setgroups); joining it gives the capabilities to mount anyway
+    return subprocess.run(["nsenter", "-t", str(namespace[1]), "-U", "-m", "--preserve-credentials", "--",
+                           "bash", "-c", script],
+                          env=without_sklearn(env), cwd=tmp_path,  # as on the core install (2 CPU s less)
+                          capture_output=True, text=True, timeout=400)
 
 
 def _leftovers(root: Path) -> list[str]:
@@ -88,18 +112,19 @@ def _leftovers(root: Path) -> list[str]:
 @pytest.mark.slow
 @needs_tmpfs
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, python_env, asynchronous):
+def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_path, namespace, python_env,
+                                                                           asynchronous):
     """3 MB hold ckpt-10, ckpt-20 (about 1 MB each, Adam's slots included) and the best export of
     step 20; the checkpoint of step 30 does not fit. An asynchronous save reports it one save later.
     (Ten steps a save, not 50: the sizes do not depend on the steps, the CPU time does.)"""
     config = _digits(tmp_path)
-    cli = f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
+    cli = f"{namespace[0]} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
         ["--set train.max_steps=40", "--set train.iterations_per_loop=10", "--set train.save_checkpoints_steps=10",
          "--set eval.every_n_steps=20", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
     # then more space (the tmpfs remounted at 30 MB) and the same command: it resumes and finishes
     rerun = "" if asynchronous else f"; cp -a tiny before; mount -o remount,size=30m tiny && {cli} > rerun.log 2>&1; " \
                                     "echo $? > rerun.rc; (exit $rc)"
-    proc = _on_tiny_disk(tmp_path, python_env, f"{cli}; rc=$?{rerun}" if rerun else cli)
+    proc = _on_tiny_disk(tmp_path, namespace, python_env, f"{cli}; rc=$?{rerun}" if rerun else cli)
     if not asynchronous:
         assert (tmp_path / "rerun.rc").read_text().strip() == "0", (tmp_path / "rerun.log").read_text()[-3000:]
         assert "restored tiny/m/ckpt-20 at global step 20" in (tmp_path / "rerun.log").read_text()
@@ -123,13 +148,13 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
 
 @pytest.mark.slow
 @needs_tmpfs
-def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, python_env):
+def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, namespace, python_env):
     config = _digits(tmp_path)
-    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
+    cli = (f"{namespace[0]} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
            "--set train.max_steps=20 --set train.iterations_per_loop=10 --set train.save_checkpoints_steps=10 "
            "--set eval.every_n_steps=20 --set 'export.exporters=[final]'")  # the final export is what it keeps
     # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
-    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
+    proc = _on_tiny_disk(tmp_path, namespace, python_env, cli, filler_bytes=3 * 2 ** 20 - 160 * 1024)
     one_clear_error(proc, 3, "while writing the run record", "Training finished at global step 20",
                     "checkpoints in m", "the final export in m/export/final/20", "completed=FALSE",
                     "no need to train again")
@@ -156,13 +181,13 @@ def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
 
 @pytest.mark.slow
 @needs_tmpfs
-def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, python_env):
+def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, namespace, python_env):
     config = _digits(tmp_path)
-    cli = (f"{sys.executable} -m tpuestimator train {config} --runs-dir runs --model-dir m "
+    cli = (f"{namespace[0]} -m tpuestimator train {config} --runs-dir runs --model-dir m "
            "--set export.dir=tiny/exp --set train.max_steps=10 --set train.iterations_per_loop=10 "
            "--set train.save_checkpoints_steps=10 --set eval.every_n_steps=10")
     # ~200 KB left: the SavedModel (about 430 KB) does not fit
-    proc = _on_tiny_disk(tmp_path, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
+    proc = _on_tiny_disk(tmp_path, namespace, python_env, cli, filler_bytes=3 * 2 ** 20 - 200 * 1024)
     one_clear_error(proc, 3, "No space left on the disk holding tiny/exp/best while writing the SavedModel "
                     "export", "The partial export was removed; the checkpoints in m are unaffected")
     assert [p.name for p in (tmp_path / "after" / "exp" / "best").iterdir()] == []
