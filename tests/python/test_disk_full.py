@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import tensorflow as tf
@@ -70,24 +71,29 @@ needs_tmpfs = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -r
                                  "mount namespace) and `nsenter` to mount a tiny tmpfs: a real full disk without root")
 
 
+class Namespace(NamedTuple):
+    python: str   # the launcher: `python` whose runs are forks of the server in the namespace
+    pid: int      # the server's, to enter its namespace with `nsenter -t`
+
+
 @pytest.fixture(scope="module")
-def namespace(tmp_path_factory):
-    """(a `python`, the pid of the namespace): a fork server started in a user and mount namespace of
-    its own (`unshare -rm`, as a user without root makes one), whose runs are the tests' `tpuestimator`
-    processes. A test enters that namespace (`nsenter`) to mount its tmpfs, so the runs see it; they
-    are real processes (their exit codes, files and errors are the product's) without a TensorFlow
-    import each (~5 CPU s: fork_python.py). conftest.py's `forked_python` cannot serve here: its
-    server, outside the namespace, would not see the mount."""
+def namespace(tmp_path_factory) -> Namespace:
+    """A fork server started in a user and mount namespace of its own (`unshare -rm`, as a user
+    without root makes one), whose runs are the tests' `tpuestimator` processes. A test enters
+    that namespace (`nsenter`) to mount its tmpfs, so the runs see it; they are real processes
+    (their exit codes, files and errors are the product's) without a TensorFlow import each
+    (~5 CPU s: fork_python.py). conftest.py's `forked_python` cannot serve here: its server,
+    outside the namespace, would not see the mount."""
     import fork_python
     from conftest import cli_env
 
     server, launcher = fork_python.start(tmp_path_factory.mktemp("fork-python-ns"), cli_env(),
                                          wrapper=("unshare", "-rm"))
-    yield str(launcher), server.pid
+    yield Namespace(str(launcher), server.pid)
     fork_python.stop(server)
 
 
-def _on_tiny_disk(tmp_path: Path, namespace: tuple[str, int], env: dict, command: str, *,
+def _on_tiny_disk(tmp_path: Path, namespace: Namespace, env: dict, command: str, *,
                   filler_bytes: int = 0) -> subprocess.CompletedProcess:
     """Runs `command` (bash, in tmp_path, in the namespace) with tmp_path/tiny a 3 MB tmpfs; copies
     it to tmp_path/after, then unmounts it."""
@@ -98,7 +104,7 @@ def _on_tiny_disk(tmp_path: Path, namespace: tuple[str, int], env: dict, command
               "rm -f tiny/filler; cp -a tiny after; umount tiny; exit $rc")
     # --preserve-credentials: as a user without root, nsenter's own switch to uid 0 fails (the
     # namespace denies setgroups); joining it gives the capabilities to mount anyway
-    return subprocess.run(["nsenter", "-t", str(namespace[1]), "-U", "-m", "--preserve-credentials", "--",
+    return subprocess.run(["nsenter", "-t", str(namespace.pid), "-U", "-m", "--preserve-credentials", "--",
                            "bash", "-c", script],
                           env=without_sklearn(env), cwd=tmp_path,  # as on the core install (2 CPU s less)
                           capture_output=True, text=True, timeout=400)
@@ -118,7 +124,7 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
     step 20; the checkpoint of step 30 does not fit. An asynchronous save reports it one save later.
     (Ten steps a save, not 50: the sizes do not depend on the steps, the CPU time does.)"""
     config = _digits(tmp_path)
-    cli = f"{namespace[0]} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
+    cli = f"{namespace.python} -m tpuestimator train {config} --runs-dir runs --model-dir tiny/m " + " ".join(
         ["--set train.max_steps=40", "--set train.iterations_per_loop=10", "--set train.save_checkpoints_steps=10",
          "--set eval.every_n_steps=20", f"--set train.async_checkpoint={str(asynchronous).lower()}"])
     # then more space (the tmpfs remounted at 30 MB) and the same command: it resumes and finishes
@@ -150,7 +156,7 @@ def test_full_model_dir_disk_one_error_last_checkpoint_intact_no_leftovers(tmp_p
 @needs_tmpfs
 def test_full_runs_folder_after_training_keeps_checkpoints_and_exports(tmp_path, namespace, python_env):
     config = _digits(tmp_path)
-    cli = (f"{namespace[0]} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
+    cli = (f"{namespace.python} -m tpuestimator train {config} --runs-dir tiny/runs --model-dir m "
            "--set train.max_steps=20 --set train.iterations_per_loop=10 --set train.save_checkpoints_steps=10 "
            "--set eval.every_n_steps=20 --set 'export.exporters=[final]'")  # the final export is what it keeps
     # ~160 KB left: the run record starts; its plots and the export's copy (about 430 KB) do not fit
@@ -183,7 +189,7 @@ def test_disk_full_error_message_names_folder_free_space_and_fix(tmp_path):
 @needs_tmpfs
 def test_full_export_disk_removes_the_partial_export_and_keeps_checkpoints(tmp_path, namespace, python_env):
     config = _digits(tmp_path)
-    cli = (f"{namespace[0]} -m tpuestimator train {config} --runs-dir runs --model-dir m "
+    cli = (f"{namespace.python} -m tpuestimator train {config} --runs-dir runs --model-dir m "
            "--set export.dir=tiny/exp --set train.max_steps=10 --set train.iterations_per_loop=10 "
            "--set train.save_checkpoints_steps=10 --set eval.every_n_steps=10")
     # ~200 KB left: the SavedModel (about 430 KB) does not fit

@@ -47,7 +47,7 @@ import pytest
 import yaml
 
 import fork_python
-from helpers import without_sklearn
+from conftest import FIXTURES, cli_env
 from tpuestimator.jobs.modeldir import checkpoint_step
 from tpuestimator.runs import check_run_dir, ls_runs
 
@@ -257,16 +257,12 @@ def faults_run(tmp_path_factory, fixtures_dir_module, python_env_module, forked_
 
 @pytest.fixture(scope="module")
 def fixtures_dir_module():
-    return Path(__file__).resolve().parents[1] / "fixtures"
+    return FIXTURES
 
 
 @pytest.fixture(scope="module")
 def python_env_module():
-    repo = Path(__file__).resolve().parents[2]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(repo / "python") + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return without_sklearn(env)  # as on the core install: each run starts 2 CPU s sooner
+    return cli_env()  # `python_env`'s, for the module fixture above: as on the core install
 
 
 def test_the_plan_is_seeded_and_has_the_asked_number_of_points():
