@@ -13,7 +13,23 @@ py_bridge <- function() {
   }
   bridge <- reticulate::import_from_path("tpuestimatorr_bridge", path = path, convert = FALSE)
   .globals$bridge <- bridge
+  arm_python_exit(bridge)
   bridge
+}
+
+# reticulate 1.28 never finalizes Python: when R quits, Python's exit handlers do not run, and
+# every session that trained left AutoGraph's generated files in the temporary folder
+# (process_exit.py). An R finalizer run at R's exit runs them instead, once.
+arm_python_exit <- function(bridge) {
+  bridge$arm_exit_handlers()
+  reg.finalizer(.globals, function(globals) run_python_exit(), onexit = TRUE)
+  invisible()
+}
+
+run_python_exit <- function() {
+  bridge <- .globals$bridge
+  if (is.null(bridge)) return(invisible(FALSE))
+  invisible(tryCatch(reticulate::py_to_r(bridge$run_exit_handlers()), error = function(e) FALSE))
 }
 
 # Python object -> R value through strict JSON (NaN/Inf -> NA). Lists stay lists when

@@ -212,5 +212,8 @@ py_core <- function() {
                       error = function(e) NA_character_)
   check_tpuestimator_version(version, python = reticulate::py_config()$python)
   .globals$core <- core
+  # the bridge arms Python's exit handlers for R's exit (bridge.R), also for a session that
+  # uses only the `tpuestimator` module; a bridge that cannot load says so when it is needed
+  tryCatch(py_bridge(), error = function(e) NULL)
   core
 }

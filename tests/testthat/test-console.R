@@ -1,7 +1,8 @@
 # Issue 34 item 9: a quiet R session. library(tpuestimatorr) loads neither reticulate nor
 # Python (the first call that needs them does); training a table and predicting print no
 # TensorFlow C++ line, Keras warning or SavedModel renaming note unless asked for with
-# options(tpuestimatorr.tf_log = TRUE). Child R sessions of the installed package.
+# options(tpuestimatorr.tf_log = TRUE). Python's exit handlers run when such a session quits.
+# Child R sessions of the installed package.
 
 run_child_r_log <- function(lines, env = character()) {
   writeLines(lines, "child.R")
@@ -13,9 +14,10 @@ run_child_r_log <- function(lines, env = character()) {
 
 tf_noise <- "oneDNN|cpu_feature_guard|InitializeLog|^[IWE][0-9]{4} |UserWarning|contains input name"
 
-test_that("library() loads no Python; a table trains and predicts with no TensorFlow line unless asked", {
+test_that("a quiet R session: no Python at library(), no TensorFlow line unless asked, exit handlers at its end", {
   skip_if_no_tpuestimator()
   work <- local_work_dir()
+  dir.create("tmp")  # the child's temporary folder (TMPDIR): R's and Python's
   quiet <- run_child_r_log(c(
     "library(tpuestimatorr)",
     "cat('reticulate loaded:', isNamespaceLoaded('reticulate'), '\\n')",
@@ -23,13 +25,19 @@ test_that("library() loads no Python; a table trains and predicts with no Tensor
     "run <- tpu_train(df, label = 'y', model = 'linear', train.max_steps = 10L, train.batch_size = 8L,",
     "                 train.iterations_per_loop = 10L, train.save_checkpoints_steps = 10L, eval.batch_size = 8L,",
     "                 verbose = FALSE, model_dir = 'm')",
-    "cat('predicted', nrow(predict(run, df[1:2, ])), '\\n')"
-  ), env = "TF_CPP_MIN_LOG_LEVEL=")
+    "cat('predicted', nrow(predict(run, df[1:2, ])), '\\n')",
+    "cat('generated files', length(list.files(Sys.getenv('TMPDIR'), '^__autograph_generated_file')), '\\n')"
+  ), env = c("TF_CPP_MIN_LOG_LEVEL=", paste0("TMPDIR=", normalizePath("tmp"))))
   log <- paste(quiet$log, collapse = "\n")
   expect_identical(quiet$status, 0L, info = log)
   expect_true("reticulate loaded: FALSE " %in% quiet$log, info = log)
   expect_true("predicted 2 " %in% quiet$log, info = log)
   expect_false(any(grepl(tf_noise, quiet$log)), info = log)
+  # Python's exit handlers ran when R quit (reticulate does not run them): TensorFlow's removed
+  # the source files AutoGraph generated during the session from the temporary folder
+  generated <- as.integer(sub("generated files ", "", grep("^generated files", quiet$log, value = TRUE)))
+  expect_gt(generated, 0)
+  expect_identical(list.files("tmp", "^__autograph_generated_file"), character())
   # asked for: TensorFlow's start-up lines are there (so their absence above means something)
   loud <- run_child_r_log(c(
     "library(tpuestimatorr)",

@@ -4,7 +4,7 @@
 # listed here with what it does: `coercion` (an R argument checked and made the type the core
 # takes), `conversion` (a Python result made an R value, or an R value made JSON), `printing`
 # (print/summary methods, progress lines, opening a report), `r-side` (what only R has: formulas,
-# S3 generics, tfruns's active run, finding and configuring Python). No tag says `rule`: the run
+# S3 generics, tfruns's active run, finding and configuring Python, R's exit). No tag says `rule`: the run
 # reader, the folder a job reads for a run, the prediction columns and the default runs folder
 # are the core's (tpuestimator.runs.frames, serving.prediction_files). A new function that calls
 # no bridge function fails here until it is tagged, and a rule has no tag to take.
@@ -40,11 +40,11 @@ r_function_tags <- c(
   train.default = "r-side", export_savedmodel = "r-side", export_savedmodel.default = "r-side",
   .onUnload = "r-side", "$.tpuestimator_missing_module" = "r-side", check_tpuestimator_version = "r-side",
   configure_python = "r-side", configure_virtualenv = "r-side", package_python_env = "r-side",
-  py_core = "r-side", python_missing_message = "r-side", install_tpuestimator = "r-side",
+  python_missing_message = "r-side", install_tpuestimator = "r-side",
   find_python_source = "r-side", tpuestimator_available = "r-side", tpuestimator_extras = "r-side",
   tpuestimator_python = "r-side", example_cache_dir = "r-side", callback_condition = "r-side",
   is_python_keyboard_interrupt = "r-side", r_interrupt = "r-side", tf_logs_wanted = "r-side",
-  tensorboard_stop = "r-side"
+  tensorboard_stop = "r-side", arm_python_exit = "r-side", run_python_exit = "r-side"
 )
 
 # The package's functions that reach no bridge function, from their bodies (calls by name).

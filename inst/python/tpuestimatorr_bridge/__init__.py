@@ -32,6 +32,7 @@ from .exports import (
     resolve_export_dir,
 )
 from .interrupts import r_interruptible
+from .process_exit import arm_exit_handlers, run_exit_handlers
 from .runs import (
     default_runs_dir,
     example_prediction_columns,
@@ -54,6 +55,7 @@ from .tables import (
 )
 
 __all__ = [
+    "arm_exit_handlers",
     "array_from_r",
     "callable_hook",
     "check_config",
@@ -84,6 +86,7 @@ __all__ = [
     "r_values",
     "resolve_export_dir",
     "run_cluster",
+    "run_exit_handlers",
     "run_job",
     "run_report",
     "run_summary",
