@@ -147,10 +147,15 @@ def test_missing_package_without_network_says_so(tmp_path):
 
 def _stub_venv(root: Path, calls: Path) -> None:
     """A .venv whose python logs every call and succeeds: pip 'installs' instantly and nothing
-    real is touched, while the script's own decisions (reinstall or not, which extras) run as written."""
+    real is touched, while the script's own decisions (reinstall or not, which extras) run as written.
+    While a file `uninstalled` is in the venv, its `python -c` (the check that the packages are
+    there) fails, as after `pip uninstall tensorflow`, until a `pip install` puts it back."""
     (root / ".venv" / "bin").mkdir(parents=True)
     stub = root / ".venv" / "bin" / "python"
-    stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\nexit 0\n")
+    gone = root / ".venv" / "uninstalled"
+    stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n"
+                    f"case \"$*\" in *'pip install'*) rm -f {gone};; esac\n"
+                    f"if [ \"$1\" = -c ] && [ -e {gone} ]; then exit 1; fi\nexit 0\n")
     stub.chmod(0o755)
 
 
@@ -178,6 +183,8 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
     assert stamp.read_text().splitlines()[1].split() == ["cpu", "dev"]
     assert _setup(root, calls, "dev") == []        # same inputs: instant
     assert _setup(root, calls) == []              # a subset (scripts/main.sh after the tests): instant
+    (root / ".venv" / "uninstalled").touch()      # the stamp matches, a package is gone: reinstalled
+    assert _setup(root, calls, "dev")[-1] == "-m pip install -q -e .[cpu,dev]"
 
     added = _setup(root, calls, "beam")           # an extra not installed yet
     assert added[-1] == "-m pip install -q -e .[beam,cpu,dev]", added   # dev kept: nothing dropped
