@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,7 @@ def main_job(tmp_path_factory):
     return work, _main_sh(work)
 
 
-def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
+def test_main_command_trains_digits_exports_and_serves(main_job, python_env, forked_python):
     tmp_path, proc = main_job
     out = proc.stdout
     accuracy = float(next(line.split()[1] for line in out.splitlines() if line.strip().startswith("accuracy")))
@@ -44,7 +43,8 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     run_dir = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("run record:"))
     assert (tmp_path / run_dir / "tfruns.d" / "evaluation.json").is_file()
 
-    # Estimator.predict in this process against the SavedModel in a fresh process.
+    # Estimator.predict in this process against the SavedModel in a fresh process (a fork of
+    # the server that only imported TensorFlow: nothing of this process's model is there).
     from tpuestimator.jobs.from_config import build_estimator, input_fn_for
     from tpuestimator.jobs.model_dir_jobs import load_job_config
 
@@ -54,7 +54,7 @@ def test_main_command_trains_digits_exports_and_serves(main_job, python_env):
     script = ("import json, sys; from tpuestimator.serving.exports import predict; "
               "rows = predict(sys.argv[1], [sys.argv[2]]); "
               "print(json.dumps([[float(v) for v in r['probabilities']] for r in rows]))")
-    fresh = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "digits" / "eval.tfrecord")],
+    fresh = subprocess.run([forked_python, "-c", script, str(export), str(tmp_path / "digits" / "eval.tfrecord")],
                            env=python_env, capture_output=True, text=True, timeout=300)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     served = np.asarray(json.loads(fresh.stdout.strip().splitlines()[-1]))

@@ -9,14 +9,14 @@ resized by the signature as the eval pipeline resizes them).
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,8 @@ TINY = ["train.max_steps=40", "train.iterations_per_loop=20", "eval.every_n_step
         "train.save_checkpoints_steps=40", "export.exporters=[final,best]"]
 
 # Runs in a fresh interpreter: nothing of the exporting process (traced functions, Keras
-# objects) can leak into what is served. Then, in the same process (one TensorFlow start, not
+# objects) can leak into what is served. A fork of conftest's `forked_python` server, which
+# imported TensorFlow and did nothing else, is such an interpreter, less the import's ~5 CPU s. Then, in the same process (one TensorFlow start, not
 # two), TensorFlow's `saved_model_cli show --all --dir EXPORT`: the console script's own code
 # (`sys.exit(main())` of tensorflow.python.tools.saved_model_cli; absl's `app.run` exits), its
 # listing on this process's stdout.
@@ -130,7 +131,7 @@ def shapes(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def served(digits, shapes, tmp_path_factory):
+def served(digits, shapes, tmp_path_factory, forked_python):
     """Every signature of both exports at every batch size, run in ONE fresh process."""
     calls = {}
     for name, job in (("digits", digits), ("shapes", shapes)):
@@ -144,9 +145,8 @@ def served(digits, shapes, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fresh")
     with open(tmp / "calls.pkl", "wb") as fh:
         pickle.dump(calls, fh)
-    proc = subprocess.run([sys.executable, "-c", FRESH, str(tmp / "calls.pkl"), str(tmp / "out.pkl"),
-                           shapes["export"]], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([forked_python, "-c", FRESH, str(tmp / "calls.pkl"), str(tmp / "out.pkl"),
+                           shapes["export"]], env=cli_env(), capture_output=True, text=True, timeout=300)
     assert (tmp / "out.pkl").is_file(), proc.stderr[-3000:]
     with open(tmp / "out.pkl", "rb") as fh:
         out = pickle.load(fh)
