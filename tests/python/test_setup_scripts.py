@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,18 +146,23 @@ def test_missing_package_without_network_says_so(tmp_path):
     assert "apt-get update failed (no network" in proc.stderr and "tpuestimator-no-such-package" in proc.stderr
 
 
-def _stub_venv(root: Path, calls: Path) -> None:
-    """A .venv whose python logs every call and succeeds: pip 'installs' instantly and nothing
-    real is touched, while the script's own decisions (reinstall or not, which extras) run as written.
-    While a file `uninstalled` is in the venv, its `python -c` (the check that the packages are
-    there) fails, as after `pip uninstall tensorflow`, until a `pip install` puts it back."""
+def _stub_venv(root: Path, calls: Path) -> Path:
+    """A .venv whose python logs every call: pip 'installs' instantly, putting an empty
+    `tensorflow` and `tpuestimator` into the venv's stub site folder, and nothing real is touched,
+    while the script's own decisions (reinstall or not, which extras) run as written. Its
+    `python -c` runs the script's code for real, in this Python without site-packages and with only
+    the stub site folder on its path, so the check that the packages are there sees what a venv
+    would. Returns the stub site folder: removing a package from it is `pip uninstall`."""
     (root / ".venv" / "bin").mkdir(parents=True)
     stub = root / ".venv" / "bin" / "python"
-    gone = root / ".venv" / "uninstalled"
+    site = root / ".venv" / "stub-site"
+    packages = " ".join(str(site / name) for name in ("tensorflow", "tpuestimator"))
     stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n"
-                    f"case \"$*\" in *'pip install'*) rm -f {gone};; esac\n"
-                    f"if [ \"$1\" = -c ] && [ -e {gone} ]; then exit 1; fi\nexit 0\n")
+                    f"case \"$*\" in *'pip install'*) for p in {packages}; do mkdir -p $p; "
+                    f"echo '__version__ = \"0\"' > $p/__init__.py; done;; esac\n"
+                    f"if [ \"$1\" = -c ]; then PYTHONPATH={site} exec {sys.executable} -S -c \"$2\"; fi\nexit 0\n")
     stub.chmod(0o755)
+    return site
 
 
 def _setup(root: Path, calls: Path, *extras: str) -> list[str]:
@@ -175,7 +181,7 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
     the core's dependencies) or another TF_SPEC must reinstall, naming every extra installed so far."""
     root = _scratch_checkout(tmp_path)
     calls = tmp_path / "calls.log"
-    _stub_venv(root, calls)
+    site = _stub_venv(root, calls)
     stamp = root / ".venv" / ".tpuestimator-stamp"
 
     first = _setup(root, calls, "dev")
@@ -183,8 +189,10 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
     assert stamp.read_text().splitlines()[1].split() == ["cpu", "dev"]
     assert _setup(root, calls, "dev") == []        # same inputs: instant
     assert _setup(root, calls) == []              # a subset (scripts/main.sh after the tests): instant
-    (root / ".venv" / "uninstalled").touch()      # the stamp matches, a package is gone: reinstalled
-    assert _setup(root, calls, "dev")[-1] == "-m pip install -q -e .[cpu,dev]"
+    for package in ("tensorflow", "tpuestimator"):  # the stamp matches, a package is gone: reinstalled
+        shutil.rmtree(site / package)
+        assert _setup(root, calls, "dev")[-1] == "-m pip install -q -e .[cpu,dev]", package
+        assert (site / package / "__init__.py").is_file()
 
     added = _setup(root, calls, "beam")           # an extra not installed yet
     assert added[-1] == "-m pip install -q -e .[beam,cpu,dev]", added   # dev kept: nothing dropped
