@@ -146,6 +146,10 @@ def test_missing_package_without_network_says_so(tmp_path):
     assert "apt-get update failed (no network" in proc.stderr and "tpuestimator-no-such-package" in proc.stderr
 
 
+# what the stub venv's `pip install` puts in its site folder: the two packages the set-up checks for
+STUB_PACKAGES = ("tensorflow", "tpuestimator")
+
+
 def _stub_venv(root: Path, calls: Path) -> Path:
     """A .venv whose python logs every call: pip 'installs' instantly, putting an empty
     `tensorflow` and `tpuestimator` into the venv's stub site folder, and nothing real is touched,
@@ -156,7 +160,7 @@ def _stub_venv(root: Path, calls: Path) -> Path:
     (root / ".venv" / "bin").mkdir(parents=True)
     stub = root / ".venv" / "bin" / "python"
     site = root / ".venv" / "stub-site"
-    packages = " ".join(str(site / name) for name in ("tensorflow", "tpuestimator"))
+    packages = " ".join(str(site / name) for name in STUB_PACKAGES)
     stub.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n"
                     f"case \"$*\" in *'pip install'*) for p in {packages}; do mkdir -p $p; "
                     f"echo '__version__ = \"0\"' > $p/__init__.py; done;; esac\n"
@@ -189,7 +193,7 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
     assert stamp.read_text().splitlines()[1].split() == ["cpu", "dev"]
     assert _setup(root, calls, "dev") == []        # same inputs: instant
     assert _setup(root, calls) == []              # a subset (scripts/main.sh after the tests): instant
-    for package in ("tensorflow", "tpuestimator"):  # the stamp matches, a package is gone: reinstalled
+    for package in STUB_PACKAGES:                 # the stamp matches, a package is gone: reinstalled
         shutil.rmtree(site / package)
         assert _setup(root, calls, "dev")[-1] == "-m pip install -q -e .[cpu,dev]", package
         assert (site / package / "__init__.py").is_file()
