@@ -145,7 +145,8 @@ def test_data_serve_stops_cleanly_on_ctrl_c(served):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
-    assert "tf.data service stopped" in out
+    # the servers stopped: not the line of a stop that ran out of time ("... stopped without waiting")
+    assert "tf.data service stopped" in out.splitlines(), out
 
 
 def test_sharding_off_unseeds_the_shuffle_so_workers_differ():
@@ -204,3 +205,44 @@ def test_a_stop_that_hangs_still_ends_the_serve_process():
         "tf.data service stopped", "quick stop returned",
         "tf.data service stopped without waiting: its servers did not finish stopping within 1 s "
         "(readers may still be connected)"], proc.stdout
+
+
+def _dataset_definitions(work_dir: Path):
+    """The GraphDefs a dispatcher with `work_dir` stored for its workers: one file per
+    registered dataset, a TFRecord of one DatasetDef, whose field 1 is the GraphDef."""
+    import tensorflow as tf
+    from google.protobuf.internal.decoder import _DecodeVarint
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+
+    for path in sorted((work_dir / "datasets").iterdir()):
+        [raw] = [record.numpy() for record in tf.data.TFRecordDataset(str(path))]
+        assert raw[0] == 0x0A, f"{path}: not a DatasetDef holding a graph"
+        length, start = _DecodeVarint(raw, 1)
+        yield GraphDef.FromString(raw[start:start + length])
+
+
+def test_the_workers_run_the_pipeline_without_the_autotuning_model(records, tmp_path):
+    """A worker's stop waited for each task's tf.data autotuning thread to wake by itself (up to
+    60 s: `data serve`'s Ctrl-C after a training, `worker_pipeline`): the pipeline the workers
+    receive has autotuning off, read from what the dispatcher stored for them."""
+    import tensorflow as tf
+    from tensorflow.core.framework.dataset_options_pb2 import Options
+
+    dispatcher = tf.data.experimental.service.DispatchServer(
+        tf.data.experimental.service.DispatcherConfig(port=0, work_dir=str(tmp_path / "dispatcher")))
+    worker = tf.data.experimental.service.WorkerServer(
+        tf.data.experimental.service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
+    try:
+        section = {"manifest": records, "service": dispatcher.target, "shuffle_buffer": 8}
+        features, _ = next(iter(make_input_fn(section, "train")({"batch_size": 8, "seed": 3})))
+        assert features["x"].shape == (8, 4)
+    finally:
+        worker.stop()
+        dispatcher.stop()
+    [graph] = _dataset_definitions(tmp_path / "dispatcher")
+    settings = [Options.FromString(node.attr["serialized_options"].s) for node in graph.node
+                if node.op == "OptionsDataset"]
+    autotune = [o.autotune_options.enabled for o in settings if o.autotune_options.HasField("enabled")]
+    assert autotune == [False], settings   # set once, off; nothing turns it back on
+    # the rest of the pipeline's options still reach the workers
+    assert any(o.optimization_options.map_parallelization for o in settings), settings

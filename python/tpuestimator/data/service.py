@@ -78,17 +78,36 @@ def job_name(spec: DataSpec, *, pattern: Any, seed: int, input_context: Any = No
 
 
 def distribute(dataset, *, address: str, sharding: str, job: str, compression: str = "none"):
-    """`dataset` (built on this host, run on the workers) read back from the tf.data service.
-    `compression`: "none" (decoded images hardly compress; compressing cost 2.5x the
-    records/s on loopback) or "auto" (the service decides: for slow networks)."""
+    """`dataset` (built on this host, run on the workers: `worker_pipeline`) read back from the
+    tf.data service. `compression`: "none" (decoded images hardly compress; compressing cost
+    2.5x the records/s on loopback) or "auto" (the service decides: for slow networks)."""
     import tensorflow as tf
 
     split_address(address)
     if compression not in ("none", "auto"):
         raise ConfigError("data.service_compression", compression, "'none' or 'auto'")
-    return dataset.apply(tf.data.experimental.service.distribute(
+    return worker_pipeline(dataset).apply(tf.data.experimental.service.distribute(
         processing_mode=sharding_policy(sharding), service=address, job_name=job,
         compression=None if compression == "none" else "AUTO"))
+
+
+def worker_pipeline(dataset):
+    """`dataset` as the workers run it: without tf.data's autotuning model.
+
+    A worker stopping (`data serve` on Ctrl-C, a pod ending) destroys its tasks' iterators, and
+    in TensorFlow 2.21 such an iterator waits for its autotuning thread to wake by itself, which
+    it does once per optimization period (doubling up to 60 s while the task runs): after a
+    training had read from it, each worker's stop took 0.4-19 s here, and a long training's
+    would reach `data serve`'s 30 s limit. Without the model a worker stopped in 0.01-0.02 s.
+    Its maps' AUTOTUNE parallelism is then TensorFlow's default (the worker's cores, at most 16),
+    what a worker that only runs input wants: the service's records/s on 2 cores did not drop
+    (benchmarks/service_capacity.py --size 64: 11,700-12,300 records/s without the model,
+    10,700-11,650 with it)."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def wire_batch(element_spec, batch_size: int) -> int:
