@@ -99,12 +99,12 @@ def worker_pipeline(dataset):
     it does once per optimization period (doubling up to 60 s while the task runs): after a
     training had read from it, each worker's stop took 0.4-19 s here, and after a long training
     it can pass `data serve`'s 30 s limit (not measured: the period's cap is 60 s). Without the
-    model a worker stopped in 0.01-0.02 s. Its maps' AUTOTUNE parallelism is then TensorFlow's default (the worker's cores, at most 16),
-    what a worker that only runs input wants: the service's records/s on 2 cores did not drop
-    (benchmarks/service_capacity.py --size 64: 11,700-12,300 records/s without the model,
-    10,700-11,650 with it). The same TensorFlow wait as `core.workarounds.
-    fast_multi_device_iterator_teardown`; remove when, with this removed, `data serve` still
-    stops at once after a training has read from it for a minute."""
+    model a worker stopped in 0.01-0.02 s. Its maps' AUTOTUNE parallelism is then TensorFlow's
+    default (the worker's cores, at most 16), what a worker that only runs input wants: the
+    service's records/s on 2 cores did not drop (benchmarks/service_capacity.py --size 64:
+    11,700-12,300 records/s without the model, 10,700-11,650 with it). The same TensorFlow wait
+    as `core.workarounds.fast_multi_device_iterator_teardown`; remove when, with this removed,
+    `data serve` still stops at once after a training has read from it for a minute."""
     import tensorflow as tf
 
     options = tf.data.Options()
