@@ -71,6 +71,32 @@ def test_corrupt_record_found_during_training_names_file_and_index():
     assert isinstance(info.value.__cause__, tf.errors.DataLossError)
 
 
+def test_a_data_error_keeps_no_iterator_alive():
+    """The DataError, still held (as a notebook or R keeps the last error), holds no iterator:
+    the one that read the bad record is freed at once. Freed late, by a garbage collection, it
+    could stall the process for up to a minute (core.workarounds.drop_tensorflow_frame_locals)."""
+    import weakref
+
+    section = resolve({"format": "mnist", "train": "corrupt.tfrecord", "eval": "corrupt.tfrecord",
+                       "image": {"height": 8, "width": 8, "channels": 1}})
+    refs = []
+
+    def read(ds):
+        iterator = iter(ds)
+        refs.append(weakref.ref(iterator))
+        try:
+            for _ in iterator:
+                pass
+        finally:
+            del iterator  # the caller's own reference; what is left is the error's
+
+    with pytest.raises(DataError, match=r"record 5 is corrupt") as info:
+        with translate_errors(section, "train"):
+            read(make_input_fn(section, "train")({"batch_size": 4, "seed": 0}))
+    assert isinstance(info.value.__cause__, tf.errors.DataLossError)
+    assert refs[0]() is None, "the iterator that read the bad record lives as long as the error"
+
+
 def test_on_corrupt_skip_reads_the_good_part_and_counts():
     section = resolve({"format": "mnist", "train": "corrupt.tfrecord", "eval": "corrupt.tfrecord",
                        "image": {"height": 8, "width": 8, "channels": 1}, "on_corrupt": "skip"})

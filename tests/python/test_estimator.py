@@ -263,6 +263,33 @@ def test_a_dropped_estimator_is_freed_at_once_without_the_garbage_collector(tmp_
         gc.enable()
 
 
+def test_an_estimator_trained_with_a_watch_hook_is_freed_at_once(tmp_path):
+    """A hook given to `train` holds the Estimator weakly: a `WatchHook`, whose function for the
+    watched values is a closure over the hook (a reference cycle), keeps no Estimator alive, and
+    a dropped Estimator and its input iterator are freed at once. The garbage collector is off
+    from the start, so a cycle made while training stays and is seen."""
+    import gc
+    import weakref
+
+    from tpuestimator.hooks import WatchHook
+
+    x, y = make_data(256)
+    watched = []
+    gc.collect()
+    gc.disable()
+    try:
+        est = _estimator(tmp_path)
+        hook = WatchHook(["outputs"], log=watched.append)
+        est.train(array_input_fn(x, y), max_steps=10, hooks=[hook])
+        assert hook.estimator is est and len(watched) == 1  # the hook ran (one loop)
+        ref = weakref.ref(est)
+        del est
+        assert ref() is None, "the Estimator is kept alive by a reference cycle through its hook"
+        assert hook.estimator is None
+    finally:
+        gc.enable()
+
+
 def test_a_reusable_input_is_built_once_and_a_plain_function_called_at_every_evaluation(mirrored):
     """An input function declaring `reusable` (the built-in pipeline's evaluation input) is called
     once for evaluations with the same params, and each evaluation still covers every example

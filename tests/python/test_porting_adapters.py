@@ -119,6 +119,32 @@ def test_host_call_writes_every_step_with_the_learning_rate_schedule(tmp_path):
     assert sorted(steps_written) == list(range(1, 21))
 
 
+def test_a_host_call_keeps_no_estimator_alive(tmp_path):
+    """The model function keeps the HostCall (its `report`) and the HostCall is the Estimator's
+    hook: the hook holds the Estimator weakly, so a dropped Estimator (and its input iterator)
+    is freed at once, not by a garbage collection (core.workarounds says why that can stall).
+    The collector is off from the start, so a cycle made while training stays and is seen."""
+    import gc
+    import weakref
+
+    from tpuestimator.porting import HostCall
+
+    calls = []
+    gc.collect()
+    gc.disable()
+    try:
+        host_call = HostCall(lambda gs, loss: calls.append(int(gs[0])), ["global_step", "loss"])
+        est = _estimator(tmp_path, _model_fn(report_fn=host_call.report))
+        est.train(array_input_fn(X, Y), max_steps=10, hooks=[host_call])
+        assert host_call.estimator is est and calls == list(range(1, 11))
+        ref = weakref.ref(est)
+        del est
+        assert ref() is None, "the Estimator is kept alive by a reference cycle through its HostCall"
+        assert host_call.estimator is None
+    finally:
+        gc.enable()
+
+
 def test_host_call_needs_the_optimizer_for_the_learning_rate():
     from tpuestimator.porting import HostCall
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
 def _per_device_iterators(strategy, dataset_fn):
@@ -158,3 +159,58 @@ def test_a_learning_rate_schedule_sees_the_global_step_on_several_replicas_and_a
         optimizer = estimator.state.optimizer
         assert estimator.global_step == int(optimizer.iterations.numpy()) == target
         assert float(optimizer.learning_rate.numpy()) == float(schedule()(target).numpy())
+
+
+def test_an_error_in_training_frees_its_input_at_once_and_the_next_train_reads_on_from_the_step(tmp_path):
+    """An error from inside the device loop (a failed assertion in the input, on its 6th batch)
+    leaves train(): the error, still held (as a notebook or R keeps the last error), holds no
+    iterator, and the same Estimator's next train() builds its input anew from the global step
+    (the input function's `start_step`), as a resumed run does."""
+    import weakref
+
+    import tensorflow as tf
+
+    from tpuestimator import Estimator, RunConfig
+    from tpuestimator.errors import ConfigError
+    from tpuestimator.hooks import WatchHook
+
+    poisoned, start_steps, refs = [True], [], []
+
+    def input_fn(params):  # batch k: 8 rows of k, label k % 3; batch 5 fails while `poisoned`
+        start_steps.append(params["start_step"])
+        check = poisoned[0]
+
+        def batch(k):
+            ok = tf.debugging.assert_less(k, tf.constant(5, tf.int64), message="poisoned batch") if check else tf.no_op()
+            with tf.control_dependencies([ok]):
+                x = tf.fill([8, 4], tf.cast(k, tf.float32) / 10.0)
+            return {"x": x}, tf.fill([8], k % 3)
+
+        return tf.data.Dataset.range(1000).map(batch).prefetch(tf.data.AUTOTUNE)
+
+    def keep_a_weak_reference(event, info):
+        if event == "begin":
+            refs.append(weakref.ref(estimator.train_input.iterator))
+
+    estimator = Estimator("linear", RunConfig(model_dir=str(tmp_path), train_batch_size=8, iterations_per_loop=1,
+                                              save_checkpoints_steps=100, strategy="cpu"), {"num_classes": 3})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="poisoned batch") as info:
+        estimator.train(input_fn, max_steps=8, hooks=[keep_a_weak_reference])
+    assert refs[0]() is None, "the failed input's iterator lives as long as the error"
+    assert estimator.train_input is None
+    # a post-mortem debugger still sees the product's frames: only TensorFlow's lost their locals
+    frames = {}
+    tb = info.value.__traceback__
+    while tb is not None:
+        frames[tb.tb_frame.f_code.co_name] = tb.tb_frame.f_locals
+        tb = tb.tb_next
+    assert frames["train_to"]["target"] == 8 and frames["run_loop"]["n"] == 1
+    assert estimator.global_step == 5  # batches 0-4 trained, one loop each
+    poisoned[0] = False
+    estimator.train(input_fn, max_steps=8)
+    assert set(start_steps[:-1]) == {0} and start_steps[-1] == 5 and estimator.global_step == 8
+    # a hook's error (here in its `begin`) drops the input too
+    kept = weakref.ref(estimator.train_input.iterator)
+    with pytest.raises(ConfigError, match="debug.watch.outputs"):
+        estimator.train(input_fn, max_steps=9, hooks=[WatchHook(["nope"])])
+    assert kept() is None and estimator.global_step == 8

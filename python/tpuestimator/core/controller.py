@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import math
 
-from tpuestimator.core import checkpointing
+from tpuestimator.core import checkpointing, workarounds
 from tpuestimator.errors import NonFiniteError
 from tpuestimator.system.faults import fault_point
 
@@ -152,15 +152,23 @@ class TrainController:
 
     @contextlib.contextmanager
     def session(self, max_steps: int | None):
-        """`begin` now; `end` when the block ends, `on_exception` (and the error) when it raises."""
+        """`begin` now; `end` when the block ends, `on_exception` (and the error) when it raises.
+        Any error out of it (a hook's included) drops the trainer's input first."""
         hooks = self.hooks
-        hooks.begin(self.step, {"max_steps": max_steps, **self.info})
         try:
-            yield self
+            hooks.begin(self.step, {"max_steps": max_steps, **self.info})
+            try:
+                yield self
+            except BaseException as exc:
+                hooks.on_exception(self.step, exc)
+                raise
+            hooks.end(self.step, self.logs)
         except BaseException as exc:
-            hooks.on_exception(self.step, exc)
+            # the hooks (the NaN/Inf report's replay) have read the input: the error may outlive
+            # this training for long (a notebook's last error), its iterator must not
+            self.trainer.release_input()
+            workarounds.drop_tensorflow_frame_locals(exc)
             raise
-        hooks.end(self.step, self.logs)
 
     def train_to(self, target: int | None, *, save_final_checkpoint: bool = True) -> TrainResult:
         """Device loops from the current global step to `target` (None: until the input ends or

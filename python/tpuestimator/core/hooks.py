@@ -15,7 +15,9 @@ needs and nothing is found by duck typing.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -26,16 +28,37 @@ class Hook:
     """Base class with a no-op method per event.
 
     Attributes:
-      estimator: set by the Estimator before `begin`.
+      estimator: the Estimator running this hook, set before `begin`; held weakly (None once
+        that Estimator is gone), see `estimator`.
       stop_training: the hook's declared stop flag: set it to True to stop after the current
         loop (the training loop reads it through `HookList.stop_training`).
     """
 
-    estimator: Any = None
     stop_training: bool = False
     # True: train with the recording loop and fill `estimator.per_step_values` after each
     # loop (each step's mean loss and report values; `HostCallHook`). Costs device work.
     wants_per_step_values: bool = False
+
+    @property
+    def estimator(self) -> Any:
+        """The Estimator running this hook (set before `begin`); None before, or once that
+        Estimator is gone. Held weakly: a hook that the model function keeps (a porting
+        `HostCall`) or that sits in a reference cycle of its own (a bound method of itself,
+        a closure over itself) would otherwise keep the Estimator, and its input iterators,
+        until a garbage collection, whose freeing of them can stall (`core.workarounds`)."""
+        ref = self.__dict__.get("_estimator_ref")
+        return ref() if ref is not None else None
+
+    @estimator.setter
+    def estimator(self, estimator: Any) -> None:
+        if estimator is None:
+            ref = None
+        else:
+            try:
+                ref = weakref.ref(estimator)
+            except TypeError:  # no weak references (a plain stand-in object): held
+                ref = functools.partial(_identity, estimator)
+        self.__dict__["_estimator_ref"] = ref
 
     def steps_to_boundary(self, step: int) -> int | None:
         """At most how many steps the next loop (starting at `step`) may run, so that a loop
@@ -181,3 +204,7 @@ class HookList(Hook):
                 h.on_exception(step, exc)
             except Exception:  # a failing hook must not hide the original error
                 logger.exception("hook %r failed in on_exception", h)
+
+
+def _identity(value: Any) -> Any:
+    return value

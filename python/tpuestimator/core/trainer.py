@@ -141,6 +141,13 @@ class Trainer:
         self._per_step_loop = None
         return self.train_input
 
+    def release_input(self) -> None:
+        """Drops the training iterator after an error; the next `use_input` builds one positioned
+        at the global step, as a resumed run does. The error keeps the frames it passed through,
+        and with them this Trainer: kept, its iterator would be freed by a later garbage
+        collection, which can stall the process (`workarounds.drop_tensorflow_frame_locals`)."""
+        self.train_input = None
+
     def new_loop(self, exhaustible: bool):
         """The train loop the strategy needs: one device call of n steps (`loops.make_train_loop`)
         or, under parameter servers, n steps scheduled on the workers (`make_scheduled_train_loop`)."""

@@ -53,6 +53,61 @@ def fast_multi_device_iterator_teardown() -> bool:
     return True
 
 
+def drop_tensorflow_frame_locals(error: BaseException) -> int:
+    """Let an input iterator an error passed through be freed now, not by a later garbage collection.
+
+    Symptom (TF 2.21): after an error from training or from reading a dataset (bad data, the
+    NaN/Inf sentinel, an interrupt), the process later stops, GIL held, for up to a minute, at
+    a random point: a notebook's or R session's next cell, or another test.
+    Cause: freeing a tf.data iterator whose autotuning thread is in one of its timed sleeps
+    waits for that sleep to end, and the sleeps double up to 60 s. A caught error is usually
+    in a reference cycle (the frame that holds it is in its own traceback), and its traceback
+    keeps the frames it passed through: TensorFlow's own (`OwnedIterator.__next__`'s `self`,
+    the loop function's arguments) hold the iterator, so it is freed by the cyclic garbage
+    collector at some later point, whenever its sleep happens to end. Measured in the test
+    suite: collections of 10-41 s inside unrelated tests.
+    Here the finished frames of TensorFlow's modules in `error`'s traceback, and in those of
+    its cause and context, drop their local variables (`frame.clear()`). The traceback still
+    prints in full; only a post-mortem debugger loses the locals of TensorFlow's frames. The
+    product's own frames are left alone: the training iterator is dropped by its owner
+    (`Trainer.release_input`). Remove when freeing an idle iterator returns at once: `del it`
+    after `it = iter(Dataset.range(10**9).map(f, AUTOTUNE).batch(16).prefetch(AUTOTUNE))` was
+    read for 2 s and left idle for 20 s took 19 s on TF 2.21.
+
+    Returns the number of frames cleared.
+    """
+    cleared = 0
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            # and the frames' callers: TensorFlow cuts its own frames out of the tracebacks it
+            # re-raises, but the frame a traceback still names keeps them as its `f_back`
+            frame = tb.tb_frame
+            while frame is not None and id(frame) not in seen:
+                seen.add(id(frame))
+                if _is_tensorflow_frame(frame):
+                    try:
+                        frame.clear()
+                        cleared += 1
+                    except RuntimeError:  # still executing: its caller is handling the error
+                        pass
+                frame = frame.f_back
+            tb = tb.tb_next
+        pending += [exc.__cause__, exc.__context__]
+    return cleared
+
+
+def _is_tensorflow_frame(frame) -> bool:
+    module = frame.f_globals.get("__name__", "")
+    return module == "tensorflow" or module.startswith("tensorflow.")
+
+
 def atomic_optimizer_counters(optimizer) -> list:
     """Make the optimizer's step counters add in one op, so parameter-server workers lose no step.
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tpuestimator.core import workarounds
 from tpuestimator.data import spec as specs
 from tpuestimator.data.assertions import ASSERT_MARKER, LABEL_MARKER
 from tpuestimator.data.decode import list_files, make_batch_decoder
@@ -242,6 +243,8 @@ def translate_errors(data_section: Any, mode: str, *, num_classes: int | None = 
     try:
         yield
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as exc:
+        # TensorFlow's frames in the error hold the iterator that read the bad record
+        workarounds.drop_tensorflow_frame_locals(exc)
         if not _looks_like_input_error(exc):
             raise
         found = diagnose(data_section, mode, exc, num_classes=num_classes)
