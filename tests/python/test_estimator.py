@@ -290,6 +290,21 @@ def test_an_estimator_trained_with_a_watch_hook_is_freed_at_once(tmp_path):
         gc.enable()
 
 
+def test_a_hook_holds_a_stand_in_without_weak_references_itself():
+    """`Hook.estimator` holds an Estimator weakly; an object that takes no weak reference (a
+    stand-in in a user's own test) is held as it is, and None clears it."""
+    import types
+
+    from tpuestimator.hooks import Hook
+
+    hook = Hook()
+    assert hook.estimator is None
+    hook.estimator = types.SimpleNamespace(model_dir="m")  # SimpleNamespace takes no weak reference
+    assert hook.estimator.model_dir == "m"
+    hook.estimator = None
+    assert hook.estimator is None
+
+
 def test_a_reusable_input_is_built_once_and_a_plain_function_called_at_every_evaluation(mirrored):
     """An input function declaring `reusable` (the built-in pipeline's evaluation input) is called
     once for evaluations with the same params, and each evaluation still covers every example
