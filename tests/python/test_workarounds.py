@@ -214,3 +214,56 @@ def test_an_error_in_training_frees_its_input_at_once_and_the_next_train_reads_o
     with pytest.raises(ConfigError, match="debug.watch.outputs"):
         estimator.train(input_fn, max_steps=9, hooks=[WatchHook(["nope"])])
     assert kept() is None and estimator.global_step == 8
+
+
+STAND_IN = '''
+def fails(payload):  # a TensorFlow function holding an input, raising from inside
+    raise ValueError("from inside TensorFlow")
+
+
+def keeps_an_error(saved, closed):  # a TensorFlow generator that keeps an error from its own frame
+    try:
+        try:
+            raise KeyError("kept")
+        except KeyError as exc:
+            saved.append(exc)
+        yield 1
+    finally:
+        closed.append(True)
+'''
+
+
+@pytest.mark.quick("core")
+def test_only_finished_tensorflow_frames_lose_their_locals():
+    """`drop_tensorflow_frame_locals`: a frame of a `tensorflow.*` module that finished loses its
+    locals (here a payload), the caller's frame keeps them, and a TensorFlow generator that is
+    still suspended (its frame in an error it keeps) is left running, not closed."""
+    from tpuestimator.core.workarounds import drop_tensorflow_frame_locals
+
+    tensorflow_module = {"__name__": "tensorflow.python.stand_in"}
+    exec(compile(STAND_IN, "stand_in.py", "exec"), tensorflow_module)
+
+    def caller(payload):
+        tensorflow_module["fails"](payload)
+
+    try:
+        caller({"rows": 3})
+    except ValueError as exc:
+        error = exc
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    assert [f.f_code.co_name for f in frames][-2:] == ["caller", "fails"]
+    assert drop_tensorflow_frame_locals(error) == 1
+    assert frames[-1].f_locals == {} and frames[-2].f_locals["payload"] == {"rows": 3}
+
+    saved, closed = [], []
+    generator = tensorflow_module["keeps_an_error"](saved, closed)
+    assert next(generator) == 1
+    drop_tensorflow_frame_locals(saved[0])
+    assert closed == []  # still suspended: its `finally` has not run
+    with pytest.raises(StopIteration):
+        next(generator)
+    assert closed == [True]

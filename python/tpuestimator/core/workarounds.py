@@ -5,6 +5,7 @@ code that would hit the bug (not at import), and applying one twice is harmless.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 
 logger = logging.getLogger(__name__)
@@ -77,20 +78,21 @@ def drop_tensorflow_frame_locals(error: BaseException) -> int:
     Returns the number of frames cleared.
     """
     cleared = 0
-    seen: set[int] = set()
+    seen_errors: set[int] = set()
+    seen_frames: set[int] = set()
     pending = [error]
     while pending:
         exc = pending.pop()
-        if exc is None or id(exc) in seen:
+        if exc is None or id(exc) in seen_errors:
             continue
-        seen.add(id(exc))
+        seen_errors.add(id(exc))
         tb = exc.__traceback__
         while tb is not None:
             # and the frames' callers: TensorFlow cuts its own frames out of the tracebacks it
             # re-raises, but the frame a traceback still names keeps them as its `f_back`
             frame = tb.tb_frame
-            while frame is not None and id(frame) not in seen:
-                seen.add(id(frame))
+            while frame is not None and id(frame) not in seen_frames:
+                seen_frames.add(id(frame))
                 if _is_tensorflow_frame(frame):
                     try:
                         frame.clear()
@@ -104,8 +106,15 @@ def drop_tensorflow_frame_locals(error: BaseException) -> int:
 
 
 def _is_tensorflow_frame(frame) -> bool:
+    """A frame of TensorFlow's own Python code, not a generator's (clearing a suspended
+    generator's frame would close it, running its `finally` blocks)."""
+    if frame.f_code.co_flags & _GENERATOR_FLAGS:
+        return False
     module = frame.f_globals.get("__name__", "")
     return module == "tensorflow" or module.startswith("tensorflow.")
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def atomic_optimizer_counters(optimizer) -> list:
