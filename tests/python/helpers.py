@@ -1,6 +1,8 @@
 """Small in-memory input functions and model functions for the core tests."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import subprocess
 from pathlib import Path
@@ -63,3 +65,16 @@ def without_sklearn(env: dict) -> dict:
     extra, for the tests' own answers) hidden, so Keras does not import it (about 2 of the 9-12
     CPU s of a `tpuestimator train` process; without_sklearn/sklearn/__init__.py)."""
     return dict(env, PYTHONPATH=os.pathsep.join([WITHOUT_SKLEARN, env.get("PYTHONPATH", "")]))
+
+
+@contextlib.contextmanager
+def collector_off():
+    """The cyclic garbage collector off for the block, after one collection: an object that only
+    a reference cycle keeps stays alive there, so a test sees the cycle (a `weakref` to it still
+    answers) instead of a collection hiding it."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import array_input_fn, finite_input_fn, make_data
+from helpers import array_input_fn, collector_off, finite_input_fn, make_data
 
 
 def _estimator(tmp_path, strategy="cpu", params=None, **kw):
@@ -245,7 +245,6 @@ def test_a_dropped_estimator_is_freed_at_once_without_the_garbage_collector(tmp_
     """The trainer and evaluator hold no reference back to the Estimator: dropping it frees its
     iterators by reference counting, not at some later collection (a mirrored iterator freed
     late can stall: core.workarounds)."""
-    import gc
     import weakref
 
     x, y = make_data(256)
@@ -253,14 +252,10 @@ def test_a_dropped_estimator_is_freed_at_once_without_the_garbage_collector(tmp_
     est.train(array_input_fn(x, y), max_steps=10)
     est.evaluate(array_input_fn(x, y))
     list(est.predict(array_input_fn(x, y)))
-    gc.collect()
-    ref = weakref.ref(est)
-    gc.disable()
-    try:
+    with collector_off():
+        ref = weakref.ref(est)
         del est
         assert ref() is None, "the Estimator is kept alive by a reference cycle"
-    finally:
-        gc.enable()
 
 
 def test_an_estimator_trained_with_a_watch_hook_is_freed_at_once(tmp_path):
@@ -268,16 +263,13 @@ def test_an_estimator_trained_with_a_watch_hook_is_freed_at_once(tmp_path):
     watched values is a closure over the hook (a reference cycle), keeps no Estimator alive, and
     a dropped Estimator and its input iterator are freed at once. The garbage collector is off
     from the start, so a cycle made while training stays and is seen."""
-    import gc
     import weakref
 
     from tpuestimator.hooks import WatchHook
 
     x, y = make_data(256)
     watched = []
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         est = _estimator(tmp_path)
         hook = WatchHook(["outputs"], log=watched.append)
         est.train(array_input_fn(x, y), max_steps=10, hooks=[hook])
@@ -286,8 +278,6 @@ def test_an_estimator_trained_with_a_watch_hook_is_freed_at_once(tmp_path):
         del est
         assert ref() is None, "the Estimator is kept alive by a reference cycle through its hook"
         assert hook.estimator is None
-    finally:
-        gc.enable()
 
 
 def test_a_hook_holds_a_stand_in_without_weak_references_itself():

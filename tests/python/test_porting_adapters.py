@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import array_input_fn, make_data
+from helpers import array_input_fn, collector_off, make_data
 from tpuestimator.errors import ModelFnError
 
 X, Y = make_data(300, 8, 3)
@@ -124,15 +124,12 @@ def test_a_host_call_keeps_no_estimator_alive(tmp_path):
     hook: the hook holds the Estimator weakly, so a dropped Estimator (and its input iterator)
     is freed at once, not by a garbage collection (core.workarounds says why that can stall).
     The collector is off from the start, so a cycle made while training stays and is seen."""
-    import gc
     import weakref
 
     from tpuestimator.porting import HostCall
 
     calls = []
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         host_call = HostCall(lambda gs, loss: calls.append(int(gs[0])), ["global_step", "loss"])
         est = _estimator(tmp_path, _model_fn(report_fn=host_call.report))
         est.train(array_input_fn(X, Y), max_steps=10, hooks=[host_call])
@@ -141,8 +138,6 @@ def test_a_host_call_keeps_no_estimator_alive(tmp_path):
         del est
         assert ref() is None, "the Estimator is kept alive by a reference cycle through its HostCall"
         assert host_call.estimator is None
-    finally:
-        gc.enable()
 
 
 def test_host_call_needs_the_optimizer_for_the_learning_rate():
