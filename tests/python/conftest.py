@@ -2,6 +2,7 @@
 
 - The CPU is split into 8 logical devices once per session (before TensorFlow starts), so
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
+  Only where tests run: pytest-xdist's controller (`-n 2`) does not import TensorFlow at all.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
   nothing is skipped silently in CI. That covers a whole file skipped while it is collected
   (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
@@ -50,7 +51,14 @@ def stress_repetitions(environ=None) -> int:
     return int(raw)
 
 
+def runs_tests(config) -> bool:
+    """False in pytest-xdist's controller process, which hands tests to its workers and runs none."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
 def pytest_configure(config):
+    if not runs_tests(config):   # TensorFlow's import, ~5 CPU s before any worker starts, served nothing there
+        return
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
