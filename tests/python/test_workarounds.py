@@ -1,6 +1,8 @@
 """The TensorFlow work-arounds are in force where the bug would bite, and change no results."""
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 import pytest
 
@@ -199,11 +201,7 @@ def test_an_error_in_training_frees_its_input_at_once_and_the_next_train_reads_o
     assert refs[0]() is None, "the failed input's iterator lives as long as the error"
     assert estimator.train_input is None
     # a post-mortem debugger still sees the product's frames: only TensorFlow's lost their locals
-    frames = {}
-    tb = info.value.__traceback__
-    while tb is not None:
-        frames[tb.tb_frame.f_code.co_name] = tb.tb_frame.f_locals
-        tb = tb.tb_next
+    frames = {frame.f_code.co_name: frame.f_locals for frame, _ in traceback.walk_tb(info.value.__traceback__)}
     assert frames["train_to"]["target"] == 8 and frames["run_loop"]["n"] == 1
     assert estimator.global_step == 5  # batches 0-4 trained, one loop each
     poisoned[0] = False
@@ -250,11 +248,7 @@ def test_only_finished_tensorflow_frames_lose_their_locals():
         caller({"rows": 3})
     except ValueError as exc:
         error = exc
-    frames = []
-    tb = error.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
     assert [f.f_code.co_name for f in frames][-2:] == ["caller", "fails"]
     assert drop_tensorflow_frame_locals(error) == 1
     assert frames[-1].f_locals == {} and frames[-2].f_locals["payload"] == {"rows": 3}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import traceback
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +87,9 @@ def drop_tensorflow_frame_locals(error: BaseException) -> int:
         if exc is None or id(exc) in seen_errors:
             continue
         seen_errors.add(id(exc))
-        tb = exc.__traceback__
-        while tb is not None:
+        for frame, _ in traceback.walk_tb(exc.__traceback__):
             # and the frames' callers: TensorFlow cuts its own frames out of the tracebacks it
             # re-raises, but the frame a traceback still names keeps them as its `f_back`
-            frame = tb.tb_frame
             while frame is not None and id(frame) not in seen_frames:
                 seen_frames.add(id(frame))
                 if _is_tensorflow_frame(frame):
@@ -100,7 +99,6 @@ def drop_tensorflow_frame_locals(error: BaseException) -> int:
                     except RuntimeError:  # still executing: its caller is handling the error
                         pass
                 frame = frame.f_back
-            tb = tb.tb_next
         pending += [exc.__cause__, exc.__context__]
     return cleared
 
