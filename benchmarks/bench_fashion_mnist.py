@@ -44,7 +44,7 @@ Writes `<out>/fashion_mnist.json`, and `benchmarks/fashion_mnist_results.md` (`-
 instead; not in smoke runs; `--render JSON` rewrites it from a JSON file the script wrote, running nothing),
 and, when the TF1 peer ran, docs/MIGRATING.md's table (between its `fashion-mnist-table` markers),
 with the nearest-class-mean accuracy on the raw pixels computed here for context.
-`--smoke`: 600 training and 100 test images, 2 segments of 20 steps, batch 16, peers tpuestimator,
+`--smoke`: 600 training and 100 test images, 2 segments of 10 steps (loops of 5), batch 16, peers tpuestimator,
 tpuestimator_bf16 and keras (the TF1 peer needs the TF 2.15 venv, which only a full run creates), each in a thread
 of this process instead of a child process (same protocol).
 """
@@ -415,9 +415,9 @@ def run(args) -> dict:
     work = Path(common.temp_dir("fashion-mnist"))
     data = prepare_data(work, 600 if args.smoke else args.images)
     batch = args.batch or (common.SMOKE_BATCH_SIZE if args.smoke else data["config_batch_size"])
-    loop = 10 if args.smoke else data["steps_per_loop"]
-    segment_steps = args.eval_every or (20 if args.smoke else 500)
-    steps = args.steps or (40 if args.smoke else 3000)
+    loop = 5 if args.smoke else data["steps_per_loop"]   # smoke: two loops a segment, one timed
+    segment_steps = args.eval_every or (10 if args.smoke else 500)
+    steps = args.steps or (20 if args.smoke else 3000)
     if steps % segment_steps or segment_steps % loop:
         raise SystemExit(f"--steps ({steps}) must be a multiple of --eval-every ({segment_steps}), and that of the "
                          f"iterations per loop ({loop})")
@@ -701,8 +701,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", default=str(common.RESULTS_DIR))
-    parser.add_argument("--steps", type=int, default=None, help="training steps per peer (default 3000; smoke 40)")
-    parser.add_argument("--eval-every", type=int, default=None, help="steps per segment (default 500; smoke 20)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per peer (default 3000; smoke 20)")
+    parser.add_argument("--eval-every", type=int, default=None, help="steps per segment (default 500; smoke 10)")
     parser.add_argument("--batch", type=int, default=None, help="default the example config's (128; smoke 16)")
     parser.add_argument("--images", type=int, default=None, help="training images (default all 60,000)")
     parser.add_argument("--peers", default=None, help="default tpuestimator,tpuestimator_bf16,keras,tf1 (smoke: all but tf1); "

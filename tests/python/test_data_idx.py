@@ -192,13 +192,14 @@ def test_fashion_mnist_example_trains_the_cnn_on_a_slice_of_the_real_dataset(tmp
     np.testing.assert_array_equal(records["eval"][0][..., 0], test_x)  # held out: its test set's first 300
     np.testing.assert_array_equal(records["eval"][1], test_y)
 
-    # 300 steps of 32 (about five passes over the slice)
-    result = run_job(str(config), overrides=["train.max_steps=300", "train.batch_size=32", "train.iterations_per_loop=50",
-                                             "train.save_checkpoints_steps=300", "eval.batch_size=300", "run.seed=1"],
+    # 150 steps of 32 (about 2.7 passes over the slice): 0.83 (run seed 1; seeds 2 and 3: 0.81,
+    # 0.79), against 0.84 after 300 steps for twice the CPU
+    result = run_job(str(config), overrides=["train.max_steps=150", "train.batch_size=32", "train.iterations_per_loop=50",
+                                             "train.save_checkpoints_steps=150", "eval.batch_size=300", "run.seed=1"],
                      model_dir=str(tmp_path / "model"), runs_dir=str(tmp_path / "runs"), export=False)
     assert result.metrics["num_examples"] == 300
     # a fair floor: the nearest class mean (pixels, fitted on the same 1,800 training images) on
-    # the same 300 held-out images scores 0.70; chance is 0.10. The cnn scored 0.84 (run seed 1).
+    # the same 300 held-out images scores 0.70; chance is 0.10.
     flat_train, flat_test = train_x.reshape(1800, -1) / 255.0, test_x.reshape(300, -1) / 255.0
     means = np.stack([flat_train[train_y == c].mean(0) for c in range(10)])
     nearest_mean = np.mean(np.argmin(((flat_test[:, None] - means[None]) ** 2).sum(-1), 1) == test_y)
