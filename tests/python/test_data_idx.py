@@ -193,7 +193,7 @@ def test_fashion_mnist_example_trains_the_cnn_on_a_slice_of_the_real_dataset(tmp
     np.testing.assert_array_equal(records["eval"][1], test_y)
 
     # 150 steps of 32 (about 2.7 passes over the slice): 0.83 (run seed 1; seeds 2 and 3: 0.81,
-    # 0.79), against 0.84 after 300 steps for twice the CPU
+    # 0.79), against 0.84 after 300 steps for about 1.6 times the CPU
     result = run_job(str(config), overrides=["train.max_steps=150", "train.batch_size=32", "train.iterations_per_loop=50",
                                              "train.save_checkpoints_steps=150", "eval.batch_size=300", "run.seed=1"],
                      model_dir=str(tmp_path / "model"), runs_dir=str(tmp_path / "runs"), export=False)
