@@ -5,7 +5,7 @@
 #   bash scripts/lint.sh          # check only
 #   bash scripts/lint.sh --fix    # apply ruff's safe fixes first, then check
 #
-# Needs: the project's Python (.venv/bin/python, or $PYTHON); ruff is pip-installed into it
+# Needs: the project's Python (.venv/bin/python, else python3); ruff is pip-installed into it
 # when missing. R's lintr package (Debian: apt-get install r-cran-lintr).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +18,9 @@ for arg in "$@"; do
   esac
 done
 
-python=${PYTHON:-}
-if [ -z "$python" ]; then
-  if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi
-fi
+# Not $PYTHON: that names the interpreter the set-up makes .venv from (scripts/base_python.sh),
+# and a system Python refuses the pip install of ruff below (externally managed).
+if [ -x .venv/bin/python ]; then python=.venv/bin/python; else python=python3; fi
 status=0
 
 echo "== ruff"

@@ -5,7 +5,8 @@
 # The `r` extra (rpy2) compiles against R: run scripts/setup_system.sh r first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+source scripts/base_python.sh   # BASE_PYTHON: $PYTHON, else the system's complete python3, else python3
+PY=$BASE_PYTHON
 TF_SPEC=${TF_SPEC:-"tensorflow-cpu==2.21.*"}
 extras=("$@")
 

@@ -35,8 +35,9 @@ for group in "$@"; do
   esac
 done
 
-# The python group is only needed when this Python cannot make a virtualenv with pip.
-PY=${PYTHON:-python3}
+# The python group is only needed when the Python .venv is made from cannot make a virtualenv with pip.
+source "$(dirname "$0")/base_python.sh"
+PY=$BASE_PYTHON
 if [[ " ${packages[*]:-} " == *" python3-venv "* ]] && "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
   packages=("${packages[@]/python3-venv/}")
   packages=("${packages[@]/python3-dev/}")

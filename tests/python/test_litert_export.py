@@ -107,6 +107,53 @@ def test_int8_is_full_integer_calibrated_on_training_batches(exports):
     assert weights and all(d["dtype"].__name__ == "int8" for d in weights)   # the conv kernels are int8
 
 
+def test_the_converters_full_collection_leaves_the_callers_heap_out(trained):
+    """TensorFlow's converter runs `gc.collect()`; the objects of the process that converts (a
+    long R session, a notebook) are frozen for the conversion, then thawed."""
+    import gc
+
+    from tpuestimator.serving import litert
+
+    assert gc.get_freeze_count() == 0, "something in this test process froze objects already"
+    before = len(gc.get_objects())
+    frozen_at_full_collections = []
+
+    def watch(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            frozen_at_full_collections.append(gc.get_freeze_count())
+
+    gc.callbacks.append(watch)
+    try:
+        content = litert.convert(trained[1].export_dir)
+    finally:
+        gc.callbacks.remove(watch)
+    assert content[4:8] == b"TFL3"                          # a TFLite flatbuffer
+    assert frozen_at_full_collections, "no full collection ran during the conversion"
+    # the converter's own collection ran with (at least) the caller's objects frozen
+    assert max(frozen_at_full_collections) >= before // 2, (frozen_at_full_collections, before)
+    assert gc.get_freeze_count() == 0                        # thawed afterwards
+
+
+def test_a_heap_the_caller_froze_stays_frozen_after_a_conversion(trained):
+    import gc
+
+    from tpuestimator.serving import litert
+
+    def frozen(obj) -> bool:  # a frozen object is in none of the collector's generations
+        return not any(o is obj for o in gc.get_objects())
+
+    callers = ["an object of the caller's"]
+    assert not frozen(callers)
+    gc.freeze()
+    try:
+        assert frozen(callers)
+        litert.convert(trained[1].export_dir)
+        assert frozen(callers), "the conversion thawed objects its caller had frozen"
+    finally:
+        gc.unfreeze()
+    assert not frozen(callers)
+
+
 def test_the_command_prints_the_figures(trained, capsys):
     from tpuestimator.cli import build_parser
 

@@ -226,3 +226,29 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
                           timeout=120, env=dict(os.environ, TF_SPEC="tensorflow-cpu==2.20.*"))
     assert proc.returncode == 0, proc.stderr
     assert "-m pip install -q tensorflow-cpu==2.20.*" in calls.read_text().splitlines()
+
+
+def _base_python(env_changes: dict, tmp_path: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env.update(env_changes)
+    proc = subprocess.run(["bash", "-c", "source scripts/base_python.sh && echo \"$BASE_PYTHON\""], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return proc.stdout.strip()
+
+
+def test_the_venv_is_made_from_python_else_the_complete_system_python_else_python3_on_path(tmp_path):
+    """The base Python of .venv (scripts/base_python.sh, used by setup_system.sh and
+    setup_python.sh): $PYTHON; else /usr/bin/python3 when it is 3.10/3.11 with venv, ensurepip
+    and its headers, even behind another python3 on PATH; else the python3 on PATH."""
+    shadow = tmp_path / "bin"
+    shadow.mkdir()
+    (shadow / "python3").write_text("#!/bin/sh\nexit 1\n")   # another python3, first on PATH
+    (shadow / "python3").chmod(0o755)
+    path = f"{shadow}:{os.environ['PATH']}"
+    assert _base_python({"PYTHON": "/opt/py/bin/python3.11", "PATH": path}, tmp_path) == "/opt/py/bin/python3.11"
+    # whether this machine's system Python is complete, found here without the script
+    probe = ("import os, sys, sysconfig, venv, ensurepip; assert (3, 10) <= sys.version_info[:2] <= (3, 11); "
+             "assert os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))")
+    complete = os.access("/usr/bin/python3", os.X_OK) and subprocess.run(
+        ["/usr/bin/python3", "-c", probe], capture_output=True, timeout=60).returncode == 0
+    assert _base_python({"PATH": path}, tmp_path) == ("/usr/bin/python3" if complete else "python3")

@@ -23,6 +23,8 @@ max(1, |y_savedmodel|) (float32 at the label's scale); quantized: the RMS differ
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import tempfile
@@ -163,9 +165,33 @@ def convert(export_dir: str, *, quantize: str = "none",
         if mode == "int8":  # every op in int8 (inputs/outputs stay float32: quantised at the edges)
             converter.representative_dataset = representative
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        with warnings.catch_warnings():  # int8 calibration runs tf.lite.Interpreter: its deprecation notice
+        with warnings.catch_warnings(), heap_frozen():
+            # int8 calibration runs tf.lite.Interpreter: its deprecation notice
             warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
             return converter.convert()
+
+
+@contextlib.contextmanager
+def heap_frozen():
+    """The caller's heap frozen (`gc.freeze`) for the block, thawed after it.
+
+    TensorFlow's SavedModel converter runs a full `gc.collect()` to free the model it has
+    loaded. That collection walks every object of the process: in a process with a large heap
+    (an R session through reticulate, a notebook, a server) it was a third to a half of a small
+    model's conversion (docs/deploying.md). Frozen, the heap is left out of collections, and
+    the collection still frees what the conversion made, the loaded model among it.
+
+    Nothing is frozen where the caller has frozen objects itself: thawing after the block
+    would thaw them too.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def interpreter(content: bytes):
