@@ -54,7 +54,10 @@ if [ -L .venv ]; then
 fi
 all=$(printf '%s\n' "${installed[@]}" "${wanted[@]}" | grep -v '^$' | sort -u | tr '\n' ' ')
 all_extras=$(echo $all | tr ' ' ',')
-[ -x .venv/bin/python ] || "$PY" -m venv .venv || fail "'$PY -m venv .venv' failed: install python3-venv (scripts/setup_system.sh python)"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: making .venv from $(command -v "$PY") ($("$PY" --version 2>&1)); PYTHON=/path/to/python3.11 picks another"
+  "$PY" -m venv .venv || fail "'$PY -m venv .venv' failed: install python3-venv (scripts/setup_system.sh python)"
+fi
 pip_install() {
   .venv/bin/python -m pip install -q "$@" >.venv/pip.log 2>&1 || {
     tail -n 20 .venv/pip.log >&2
