@@ -115,7 +115,7 @@ def _plan(out: Path) -> dict[str, list[str]]:
         "bench_tables_speed.py": ["--smoke", "--repeats", "1", "--configs", "tpuestimator,keras", "--out", str(out)],
         "bench_input.py": ["--smoke", "--out", str(out / "input_results.md")],
         "bench_tables_early_stopping.py": ["--tables", "infert", "--models", "linear", "--max-steps", "60",
-                                           "--modes", "before,after,after-reread",
+                                           "--modes", "before,after,after-reread,after-write-best",
                                            "--out", str(out / "early_stopping")],
         "service_capacity.py": ["--size", "16", "--records", "64", "--batch-size", "16", "--seconds", "0.2",
                                 "--rounds", "1"],
@@ -143,10 +143,12 @@ def _check_script(script: str, out: Path, stdout: str, tmp_path: Path) -> None:
 
 def _check_tables_early_stopping(out: Path) -> None:
     rows = {r["mode"]: r for r in json.loads((out / "tables_early_stopping.json").read_text())}
-    assert set(rows) == {"before", "after", "after-reread"}, rows
-    # the eval set read from its files at every evaluation: the same training, only its CPU differs
-    assert ({k: v for k, v in rows["after-reread"].items() if k not in ("mode", "cpu_s")}
-            == {k: v for k, v in rows["after"].items() if k not in ("mode", "cpu_s")}), rows
+    assert set(rows) == {"before", "after", "after-reread", "after-write-best"}, rows
+    # the eval set read from its files at every evaluation, or the best weights written instead of
+    # linked: the same training, only its CPU differs
+    for mode in ("after-reread", "after-write-best"):
+        assert ({k: v for k, v in rows[mode].items() if k not in ("mode", "cpu_s")}
+                == {k: v for k, v in rows["after"].items() if k not in ("mode", "cpu_s")}), rows
     assert rows["before"]["steps"] == rows["before"]["exported_step"] == 60 and not rows["before"]["stopped_early"]
     assert rows["after"]["exported_step"] <= rows["after"]["steps"] <= 60, rows["after"]   # the best step's model
     for row in rows.values():

@@ -265,6 +265,8 @@ def test_an_export_of_a_step_already_exported_in_the_same_training_is_a_copy_of_
                                           best_metric="loss", best_mode="max"),
                  early_stopping=EarlyStopping(metric="loss", mode="max", patience=2, restore_best=True)))
     assert out.stopped_early and out.global_step == 40 and out.restored_step == 10
+    # the best weights kept are the training's own checkpoint of step 10, linked, not written again
+    assert os.path.samefile(tmp_path / "m2" / "best_weights" / "ckpt-10.index", tmp_path / "m2" / "ckpt-10.index")
     export = tmp_path / "export2"
     # `latest` wrote step 10 first and has removed it since (keep=1): the copy is of `best`'s
     assert os.listdir(export / "latest") == ["40"]
@@ -283,6 +285,28 @@ def test_an_export_of_a_step_already_exported_in_the_same_training_is_a_copy_of_
     assert files(export / "best" / "20") == files(tmp_path / "export" / "latest" / "40")
     assert files(export / "final" / "20") != files(export / "best" / "20")
     assert _loss_by_hand(export / "final" / "20", x, y) == pytest.approx(out.history[0]["loss"], rel=1e-4)
+
+
+def test_best_weights_without_a_checkpoint_of_their_step_are_written_and_restored(tmp_path):
+    """`keep_best_weights` links the training's checkpoint of the step when it is the latest;
+    otherwise (here: step 7, never saved) it writes the weights, and `restore_best_weights`
+    brings them back after the model has moved on."""
+    import numpy as np
+
+    from tpuestimator.core.training import keep_best_weights, restore_best_weights
+
+    x, y = make_data(100)
+    est = _estimator(tmp_path / "m")
+    est.train(array_input_fn(x, y), max_steps=10)
+    kept = [v.numpy() for v in est.state.model.trainable_variables]
+    prefix = keep_best_weights(est, 7)
+    assert prefix.endswith(os.path.join("best_weights", "ckpt-7"))
+    assert os.stat(prefix + ".index").st_nlink == 1      # written: no checkpoint of step 7 to link
+    for variable in est.state.model.trainable_variables:
+        variable.assign(variable + 1.0)
+    assert restore_best_weights(est, 7)
+    for variable, value in zip(est.state.model.trainable_variables, kept):
+        np.testing.assert_array_equal(variable.numpy(), value)
 
 
 def test_a_copied_export_holds_its_own_metadata_and_none_of_the_sources_extra_files(tmp_path):
