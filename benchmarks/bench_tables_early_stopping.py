@@ -11,7 +11,7 @@ from its files at every evaluation, as before evaluation inputs were kept in mem
 only the CPU seconds differ.
 "after-write-best" (`--modes`, not run by default) is "after" with the best evaluation's weights
 written anew at each improving evaluation, as before they were hard-linked from the checkpoint
-the evaluation follows (`core.training.keep_best_weights`): again the same steps and figures.
+the evaluation follows (`core.best_weights.keep_best_weights`): again the same steps and figures.
 Each side trains on the same rows with the same 20% held out (the split is made here and passed
 as the eval table, so the held-out rows are known); the held-out accuracy / RMSE is computed
 here with numpy from the EXPORT's predictions on those rows, and the steps trained and the CPU
@@ -76,7 +76,7 @@ def cpu_seconds() -> float:
 
 
 def run_one(table: str, model: str, mode: str, out: str, max_steps: int = 1000) -> dict:
-    from tpuestimator.core import training
+    from tpuestimator.core import best_weights
     from tpuestimator.data import pipeline
     from tpuestimator.tables import predict_table, train_table
 
@@ -84,18 +84,18 @@ def run_one(table: str, model: str, mode: str, out: str, max_steps: int = 1000) 
     train, evaluation, is_class = held_out(frame, label)
     task = "classification" if is_class else "regression"
     folder = os.path.join(out, f"{table}-{model}-{mode}")
-    in_memory_bytes, link = pipeline.IN_MEMORY_EVAL_BYTES, training._link_saved_checkpoint
+    in_memory_bytes, link = pipeline.IN_MEMORY_EVAL_BYTES, best_weights._link_saved_checkpoint
     if mode == "after-reread":
         pipeline.IN_MEMORY_EVAL_BYTES = 0
     if mode == "after-write-best":
-        training._link_saved_checkpoint = lambda *args: False
+        best_weights._link_saved_checkpoint = lambda *args: False
     try:
         start = cpu_seconds()
         result = train_table(train, label=label, out_dir=folder, model=model, task=task, split=evaluation,
                              config={**MODES[mode], "train": {"max_steps": max_steps}}, record=False)
         cpu = cpu_seconds() - start
     finally:
-        pipeline.IN_MEMORY_EVAL_BYTES, training._link_saved_checkpoint = in_memory_bytes, link
+        pipeline.IN_MEMORY_EVAL_BYTES, best_weights._link_saved_checkpoint = in_memory_bytes, link
     predicted = predict_table(result.export_dir, evaluation.drop(columns=[label]))
     truth = evaluation[label].to_numpy()
     row = {"table": table, "model": model, "mode": mode, "rows": len(frame), "steps": result.global_step,

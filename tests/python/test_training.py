@@ -293,7 +293,7 @@ def test_best_weights_without_a_checkpoint_of_their_step_are_written_and_restore
     brings them back after the model has moved on."""
     import numpy as np
 
-    from tpuestimator.core.training import keep_best_weights, restore_best_weights
+    from tpuestimator.core.best_weights import keep_best_weights, restore_best_weights
 
     x, y = make_data(100)
     est = _estimator(tmp_path / "m")

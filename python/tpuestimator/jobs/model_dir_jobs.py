@@ -166,8 +166,8 @@ def best_weights(cfg: JobConfig, estimator) -> int | None:
     """With `eval.early_stopping.restore_best`, loads the best evaluation's weights (the ones the
     training restored, evaluated and exported) into the built `estimator`; returns their step,
     or None when the latest checkpoint's weights stay."""
+    from tpuestimator.core.best_weights import restore_best_weights
     from tpuestimator.core.stopping import read_state
-    from tpuestimator.core.training import restore_best_weights
 
     rule = cfg.eval.early_stopping
     if not (rule and rule.restore_best):
