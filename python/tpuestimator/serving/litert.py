@@ -182,7 +182,7 @@ def heap_frozen():
     the collection still frees what the conversion made, the loaded model among it.
 
     Nothing is frozen where the caller has frozen objects itself: thawing after the block
-    would thaw them too.
+    would thaw them too. (A freeze another thread makes during the block is thawed with it.)
     """
     if gc.get_freeze_count():
         yield
