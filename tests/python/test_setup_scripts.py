@@ -228,7 +228,8 @@ def test_the_stamp_reinstalls_for_a_new_extra_or_changed_dependencies_and_only_t
     assert "-m pip install -q tensorflow-cpu==2.20.*" in calls.read_text().splitlines()
 
 
-def _base_python(env_changes: dict, tmp_path: Path) -> str:
+def _base_python(env_changes: dict) -> str:
+    """What scripts/base_python.sh picks in an environment without PYTHON, plus `env_changes`."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
     env.update(env_changes)
     proc = subprocess.run(["bash", "-c", "source scripts/base_python.sh && echo \"$BASE_PYTHON\""], cwd=REPO, env=env,
@@ -245,10 +246,10 @@ def test_the_venv_is_made_from_python_else_the_complete_system_python_else_pytho
     (shadow / "python3").write_text("#!/bin/sh\nexit 1\n")   # another python3, first on PATH
     (shadow / "python3").chmod(0o755)
     path = f"{shadow}:{os.environ['PATH']}"
-    assert _base_python({"PYTHON": "/opt/py/bin/python3.11", "PATH": path}, tmp_path) == "/opt/py/bin/python3.11"
+    assert _base_python({"PYTHON": "/opt/py/bin/python3.11", "PATH": path}) == "/opt/py/bin/python3.11"
     # whether this machine's system Python is complete, found here without the script
     probe = ("import os, sys, sysconfig, venv, ensurepip; assert (3, 10) <= sys.version_info[:2] <= (3, 11); "
              "assert os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))")
     complete = os.access("/usr/bin/python3", os.X_OK) and subprocess.run(
         ["/usr/bin/python3", "-c", probe], capture_output=True, timeout=60).returncode == 0
-    assert _base_python({"PATH": path}, tmp_path) == ("/usr/bin/python3" if complete else "python3")
+    assert _base_python({"PATH": path}) == ("/usr/bin/python3" if complete else "python3")
