@@ -22,14 +22,15 @@ def keep_best_weights(estimator, step: int) -> str:
     The training's own checkpoint of `step`, when it is the latest complete one (an evaluation
     follows its segment's checkpoint), is hard-linked there rather than written again: the same
     files, without a second write of every variable (17-27% of a small table's `dnn` training,
-    benchmarks/tables_early_stopping_results.md). Elsewhere (no such checkpoint, a remote or link-less file system) they are written."""
+    benchmarks/tables_early_stopping_results.md). Elsewhere (no such checkpoint, a remote or
+    link-less file system) they are written."""
     import tensorflow as tf
 
     from tpuestimator.core.checkpointing import checkpoint_dir
 
     directory = checkpoint_dir(estimator.model_dir)
-    folder = os.path.join(directory, BEST_WEIGHTS_DIR)
-    prefix = os.path.join(folder, f"ckpt-{step}")
+    prefix = _best_prefix(estimator, step)
+    folder = os.path.dirname(prefix)
     if not _link_saved_checkpoint(directory, step, prefix):
         prefix = estimator.state.checkpoint.write(prefix)
     for name in tf.io.gfile.listdir(folder):
@@ -80,12 +81,18 @@ def restore_best_weights(estimator, step: int) -> bool:
     they are not there (a model dir trained before `restore_best` was on)."""
     import tensorflow as tf
 
-    from tpuestimator.core.checkpointing import checkpoint_dir
-
-    prefix = os.path.join(checkpoint_dir(estimator.model_dir), BEST_WEIGHTS_DIR, f"ckpt-{step}")
+    prefix = _best_prefix(estimator, step)
     if not tf.io.gfile.exists(prefix + ".index"):
         logger.warning("early stopping: the weights of the best evaluation (step %d) are not in %s; the last "
                        "weights are kept", step, os.path.dirname(prefix))
         return False
     estimator.restore_checkpoint(prefix)
     return True
+
+
+def _best_prefix(estimator, step: int) -> str:
+    """``<checkpoint dir>/best_weights/ckpt-<step>``: where `keep_best_weights` keeps the weights
+    of `step` and `restore_best_weights` looks for them."""
+    from tpuestimator.core.checkpointing import checkpoint_dir
+
+    return os.path.join(checkpoint_dir(estimator.model_dir), BEST_WEIGHTS_DIR, f"ckpt-{step}")
