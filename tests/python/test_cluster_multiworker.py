@@ -449,4 +449,13 @@ def test_a_worker_cluster_ends_when_every_worker_is_done_and_a_failure_stops_the
     cluster, result, _ = _stand_in_cluster(ClusterShape(workers=3), {"worker 0": "serve", "worker 1": "3",
                                                                     "worker 2": "serve"})
     assert (result.returncode, result.failed_task, result.last_lines) == (3, "worker 1", ("task worker 1",))
-    assert [t.process.returncode for t in cluster.tasks] == [-signal.SIGTERM, 3, -signal.SIGTERM]
+    # the other workers wait in a collective for the failed one, where SIGTERM cannot reach them:
+    # SIGKILLed at once; an evaluator, which can stop, and every task of a parameter-server
+    # cluster get SIGTERM (local_cluster's docstring)
+    assert [t.process.returncode for t in cluster.tasks] == [-signal.SIGKILL, 3, -signal.SIGKILL]
+    cluster, result, _ = _stand_in_cluster(ClusterShape(workers=2, evaluator=True), {"worker 0": "serve",
+                                                                                    "worker 1": "4"})
+    assert [t.process.returncode for t in cluster.tasks] == [-signal.SIGKILL, 4, -signal.SIGTERM]
+    cluster, result, _ = _stand_in_cluster(ClusterShape(workers=2, ps=1), {"worker 1": "5"})
+    assert [t.name for t in cluster.tasks] == ["chief 0", "worker 0", "worker 1", "ps 0"]
+    assert [t.process.returncode for t in cluster.tasks] == [-signal.SIGTERM, -signal.SIGTERM, 5, -signal.SIGTERM]

@@ -13,7 +13,8 @@ import os
 import re
 from collections.abc import Sequence
 
-from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, task_config, tf_configs
+from tpuestimator.cluster.layout import ClusterShape, cluster_layout, tf_configs
+from tpuestimator.cluster.local_cluster import task_config
 from tpuestimator.errors import ConfigError
 
 # The port every task listens on inside its pod.

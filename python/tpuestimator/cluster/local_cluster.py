@@ -4,12 +4,17 @@ Process orchestration of TensorFlow's own engine, nothing more: the tasks find e
 through `TF_CONFIG` on free loopback ports and TensorFlow (MultiWorkerMirroredStrategy,
 ParameterServerStrategy, the side-car evaluator) does the rest; no RPC of our own.
 `tpuestimator cluster` and R's `tpu_train(cluster = ...)` call `run_local_cluster`; the
-Kubernetes manifest (`kubernetes.py`) uses the same `cluster_layout`.
+Kubernetes manifest (`kubernetes.py`) uses the same `cluster_layout` (`layout.py`).
 
 A MultiWorkerMirroredStrategy cluster cannot lose one worker and go on: its collectives
 need every worker. So on a task's failure every task is stopped and, with `restarts`, the
 whole cluster starts again on fresh ports; the chief's latest checkpoint is where training
-resumes (every worker restores it, `checkpointing.restore`).
+resumes (every worker restores it, `checkpointing.restore`). The other workers of such a
+cluster are SIGKILLed at once: each waits inside a collective for the dead one, where its
+SIGTERM handler cannot run (a killed worker's peer sat out the whole 5-s grace of every
+restart); the restart resumes from the latest complete checkpoint (writes are atomic).
+Every other stop (the end of a training, Ctrl-C, an evaluator, a parameter-server cluster)
+is SIGTERM, then SIGKILL after `STOP_GRACE_S`.
 """
 from __future__ import annotations
 
@@ -19,7 +24,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tpuestimator.cluster.layout import ClusterShape, cluster_layout, free_ports, tf_configs
 from tpuestimator.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -35,72 +40,6 @@ logger = logging.getLogger(__name__)
 LAST_LINES = 40
 # Seconds a task gets to stop after SIGTERM before SIGKILL.
 STOP_GRACE_S = 5.0
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterShape:
-    """How many tasks of each kind. `ps > 0` adds a `chief` (ParameterServerStrategy's
-    coordinator); without it worker 0 is the chief (MultiWorkerMirroredStrategy)."""
-
-    workers: int
-    ps: int = 0
-    evaluator: bool = False
-
-    def __post_init__(self):
-        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1:
-            raise ConfigError("--workers", self.workers, "a whole number of training workers, at least 1")
-        if not isinstance(self.ps, int) or isinstance(self.ps, bool) or self.ps < 0:
-            raise ConfigError("--ps", self.ps, "a whole number of parameter servers, 0 or more")
-        if not isinstance(self.evaluator, bool):
-            raise ConfigError("--evaluator", self.evaluator, "true or false")
-
-    def tasks(self) -> list[tuple[str, int]]:
-        """(task type, index) of every task, the chief first."""
-        out = [("chief", 0)] if self.ps else []
-        out += [("worker", i) for i in range(self.workers)]
-        out += [("ps", i) for i in range(self.ps)]
-        return out + ([("evaluator", 0)] if self.evaluator else [])
-
-    def check_strategy(self, strategy: str) -> None:
-        """The `run.strategy` the cluster's roles need (ConfigError otherwise)."""
-        if self.ps and strategy != "parameter_server":
-            raise ConfigError("run.strategy", strategy,
-                              "parameter_server with --ps (parameter servers serve ParameterServerStrategy); "
-                              "drop --ps for multi_worker (synchronous all-reduce across the workers)")
-        if not self.ps and strategy not in ("multi_worker", "auto"):
-            raise ConfigError("run.strategy", strategy,
-                              "multi_worker (or auto, which TF_CONFIG turns into multi_worker) for a cluster of "
-                              "workers (MultiWorkerMirroredStrategy), or parameter_server with --ps M")
-
-
-def cluster_layout(shape: ClusterShape, addresses: Callable[[str, int], str]) -> dict:
-    """TensorFlow's `cluster` dict: {task type: [address, ...]} (the evaluator stays out,
-    as TensorFlow expects of a side-car)."""
-    cluster: dict = {}
-    for kind, index in shape.tasks():
-        if kind != "evaluator":
-            cluster.setdefault(kind, []).append(addresses(kind, index))
-    return cluster
-
-
-def tf_configs(shape: ClusterShape, cluster: dict) -> list[tuple[str, int, dict]]:
-    """(task type, index, TF_CONFIG dict) of every task."""
-    return [(kind, index, {"cluster": cluster, "task": {"type": kind, "index": index}})
-            for kind, index in shape.tasks()]
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """`n` distinct ports free on `host` right now (the OS picks them)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @dataclasses.dataclass
@@ -205,7 +144,7 @@ class LocalCluster:
             for task in self.tasks:
                 code = task.process.poll()
                 if code not in (None, 0):
-                    self.stop()
+                    self.stop(kill=self.stuck_after_failure)
                     task.reader.join(timeout=5)
                     return ClusterResult(returncode=code if code > 0 else 128 - code,
                                          failed_task=task.name, last_lines=tuple(task.last_lines))
@@ -217,11 +156,17 @@ class LocalCluster:
                 return ClusterResult(returncode=0, chief_lines=tuple(chief.last_lines))
             time.sleep(poll_s)
 
-    def stop(self) -> None:
-        """SIGTERM to every task still running, SIGKILL to those still there after a grace."""
+    def stuck_after_failure(self, task: Task) -> bool:
+        """A worker of a cluster without parameter servers: once another task has failed it
+        waits in a collective that never completes (module docstring)."""
+        return not self.shape.ps and task.task_type == "worker"
+
+    def stop(self, kill: Callable[[Task], bool] = lambda task: False) -> None:
+        """SIGTERM to every task still running (SIGKILL at once to those `kill` picks), SIGKILL
+        to those still there after a grace."""
         running = [t for t in self.tasks if t.process.poll() is None]
         for task in running:
-            _signal(task.process, signal.SIGTERM)
+            _signal(task.process, signal.SIGKILL if kill(task) else signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         for task in running:
             try:
