@@ -107,7 +107,7 @@ def test_int8_is_full_integer_calibrated_on_training_batches(exports):
     assert weights and all(d["dtype"].__name__ == "int8" for d in weights)   # the conv kernels are int8
 
 
-def test_the_converters_full_collection_leaves_the_callers_heap_out(trained):
+def test_the_converters_full_collection_leaves_the_callers_heap_out(trained, unfrozen_heap):
     """TensorFlow's converter runs `gc.collect()`; the objects of the process that converts (a
     long R session, a notebook) are frozen for the conversion, then thawed."""
     import gc
@@ -134,7 +134,7 @@ def test_the_converters_full_collection_leaves_the_callers_heap_out(trained):
     assert gc.get_freeze_count() == 0                        # thawed afterwards
 
 
-def test_a_heap_the_caller_froze_stays_frozen_after_a_conversion(trained):
+def test_a_heap_the_caller_froze_stays_frozen_after_a_conversion(trained, unfrozen_heap):
     import gc
 
     from tpuestimator.serving import litert
