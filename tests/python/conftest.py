@@ -93,8 +93,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     """The heap as collected (TensorFlow, Keras, pandas, the test modules: ~370k objects) frozen
-    (`gc.freeze`): every full collection of the session walked it again, and Keras and the
-    product call `gc.collect()` often. ~10% of a test process's CPU (module docstring)."""
+    (`gc.freeze`): every full collection of the session (the collector's own, TensorFlow's
+    converter's, the tests') walked it again. About 10% of the CPU of the files measured
+    (module docstring)."""
     if runs_tests(session.config):
         gc.collect()
         gc.freeze()
@@ -103,7 +104,8 @@ def pytest_collection_finish(session):
 @pytest.fixture
 def unfrozen_heap():
     """The session's frozen heap (`pytest_collection_finish`) thawed for a test of what freezing
-    does; frozen again after it."""
+    does; frozen again after it (with what the test's module fixtures still hold: kept until
+    the process ends, a trained model's worth at most)."""
     frozen = gc.get_freeze_count()
     gc.unfreeze()
     yield
