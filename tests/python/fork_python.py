@@ -4,9 +4,10 @@ Keras once, and every run of the launcher is a fork of it, running the command l
 fork costs a fraction of a second. Used where the process is real but its TensorFlow import
 is not what is tested: the benchmark smoke runs (test_benchmarks_smoke.py: their scripts'
 child Pythons), the CLI-subprocess tests (conftest.py's `forked_python`: signals, kills,
-clusters, CLI errors) and the full-disk tests (test_disk_full.py: a server in the user and
-mount namespace their tmpfs is mounted in). A test about start-up itself (the import, `--version`, the wheel
-install) keeps `sys.executable`.
+clusters, CLI errors, the docs pages' bash lines, the rpy2 cases' embedded R, the local
+writer's imports) and the full-disk tests (test_disk_full.py: a server in the user and mount
+namespace their tmpfs is mounted in). A test about start-up itself (the import, `--version`,
+the wheel install) keeps `sys.executable`.
 
     python fork_python.py serve SOCKET          # imports TensorFlow, prints "ready", serves until SIGTERM
     python -S -E fork_python.py run SOCKET ARGS  # = `python ARGS` (the launcher `launcher()` writes)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import collections
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +54,12 @@ def test_beam_matches_local_writer_on_typed_features(tmp_path):
     assert without_path(beamed) == without_path(local)
 
 
-def test_the_local_writer_does_not_import_beam(tmp_path):
+def test_the_local_writer_does_not_import_beam(tmp_path, forked_python, python_env):
+    # a process of its own whose server imported TensorFlow and Keras only (never Beam): what the
+    # writer imports is the run's own import
     code = ("import sys, numpy as np; from tpuestimator.data import write_tfrecords; "
             f"write_tfrecords({{'x': np.zeros((4, 2))}}, {str(tmp_path / 'o')!r}, labels=[0, 1, 0, 1]); "
             "assert 'apache_beam' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    proc = subprocess.run([forked_python, "-c", code], cwd=REPO, capture_output=True, text=True, env=python_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list((tmp_path / "o").glob("*.tfrecord")), sorted(p.name for p in (tmp_path / "o").iterdir())

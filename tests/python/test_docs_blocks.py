@@ -455,10 +455,13 @@ def run_bash(script: str, cwd: Path, env: dict, timeout: int = 900) -> subproces
 
 
 @pytest.fixture(scope="module")
-def quickstart(tmp_path_factory):
-    """docs/getting-started-python.md's commands, run in one bash in an empty folder."""
+def quickstart(tmp_path_factory, forked_python):
+    """docs/getting-started-python.md's commands, run in one bash in an empty folder. The lines
+    run in bash (TensorBoard until Ctrl-C; saved_model_cli in the deploying test) start forks of
+    forked_python's server (TensorBoard through the CLI's `[sys.executable, ...]`), ~3.5 CPU s
+    of TensorFlow import each, measuring nothing."""
     root = tmp_path_factory.mktemp("quickstart")
-    env = shims(root)
+    env = shims(root, forked_python)
     _, block = page_block("getting-started-python.md", 'pip install -e ".[cpu]"')
     proc = run_block(as_run("getting-started-python.md:commands", block), root, env)
     return root, env, proc
@@ -718,7 +721,7 @@ def _idx_pair(root: Path, n: int = 12) -> None:
 
 @pytest.mark.slow
 @pytest.mark.real_process
-def test_the_data_pages_commands_run_on_small_inputs(job_here):
+def test_the_data_pages_commands_run_on_small_inputs(job_here, forked_python):
     """docs/data.md's commands, each on an input made here: an image folder (3 classes of 6 PNGs)
     split into 4 training shards and an eval split, a CSV table, an MNIST IDX pair, Fashion-MNIST's
     first 600 images, the image folder again through Beam's DirectRunner; then inspect, bench,
@@ -744,7 +747,7 @@ def test_the_data_pages_commands_run_on_small_inputs(job_here):
     finally:
         os.chdir(cwd)
     _, block = page_block("data.md", "tpuestimator data write photos/ data/")
-    env = dict(shims(root), PORT=str(_free_port()))
+    env = dict(shims(root, forked_python), PORT=str(_free_port()))   # `data serve`: a fork
     proc = run_block(as_run("data.md:commands", block), root, env)
     out = proc.stdout
     assert sorted(p.name for p in (root / "data").glob("train-*.tfrecord")) == [

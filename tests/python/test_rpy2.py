@@ -1,15 +1,16 @@
-"""Runs tests/python/rpy2_cases.py (R embedded through rpy2) in a fresh Python process.
+"""Runs tests/python/rpy2_cases.py (R embedded through rpy2) in a Python process of its own.
 
 R, embedded by rpy2, reaches Python back through reticulate; it must start in a clean
 interpreter: TensorFlow state left by earlier tests in this process (Debugger V2 dump
-callbacks in particular) aborts an embedded R. Skips without rpy2; with
+callbacks in particular) aborts an embedded R. The process is a fork of conftest.py's
+`forked_python` server, which only imported TensorFlow (no state: the fork configures its own
+devices, as a fresh process does): it saves the cases' own TensorFlow import. Skips without rpy2; with
 TPUESTIMATOR_FORCE_TESTS=1 (CI) a missing rpy2 is a failure.
 """
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ LEAVE_WITHOUT_FINALIZING = """if True:
 """
 
 
-def test_r_package_driven_through_rpy2(python_env):
+def test_r_package_driven_through_rpy2(python_env, forked_python):
     try:
         import rpy2.rinterface  # noqa: F401
     except Exception as exc:  # ImportError, or R not found by rpy2
@@ -37,7 +38,7 @@ def test_r_package_driven_through_rpy2(python_env):
         if os.environ.get("TPUESTIMATOR_FORCE_TESTS") == "1":
             pytest.fail(f"TPUESTIMATOR_FORCE_TESTS=1: {message}")
         pytest.skip(message)
-    proc = subprocess.run([sys.executable, "-c", LEAVE_WITHOUT_FINALIZING, str(HERE / "rpy2_cases.py")],
+    proc = subprocess.run([forked_python, "-c", LEAVE_WITHOUT_FINALIZING, str(HERE / "rpy2_cases.py")],
                           cwd=HERE.parents[1], env=python_env, capture_output=True, text=True, timeout=900)
     summary = proc.stdout[-3000:]
     assert proc.returncode == 0, summary + proc.stderr[-3000:]

@@ -111,7 +111,10 @@ def test_tensorboard_serves_a_run_and_stops_cleanly(tmp_path):
     assert time.monotonic() - started < 120  # bounded, even on a loaded machine
 
 
-def test_tensorboard_failure_reports_its_stderr(tmp_path):
+def test_tensorboard_failure_reports_its_stderr(tmp_path, forked_python, monkeypatch):
+    # TensorBoard a fork of conftest's server ([sys.executable, ...] is how the product starts it):
+    # its TensorFlow import measures nothing here, and nothing checks its process
+    monkeypatch.setattr(sys, "executable", forked_python)
     (tmp_path / "logs").mkdir()
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))  # bound, not listening: TensorBoard's bind fails at once
