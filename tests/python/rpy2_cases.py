@@ -124,8 +124,8 @@ def test_r_package_reaches_this_python(r_session):
     r = r_session
     assert bool(r.eval("tpuestimator_available()")[0])
     python = str(r.eval("reticulate::py_config()$python")[0])
-    # the interpreter binary this process runs (a fork of test_rpy2.py's server has the launcher
-    # as sys.executable, as a fresh `python` has the venv's link)
+    # the interpreter binary this process runs: test_rpy2.py runs the cases in a fork of conftest's
+    # fork server, whose sys.executable is the launcher (a fresh `python`'s is the venv's link)
     assert Path(python).resolve() == Path("/proc/self/exe").resolve()
     # the same interpreter: a value set here is visible from R
     import builtins
