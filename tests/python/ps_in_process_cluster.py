@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from helpers import array_input_fn, make_data
-from tpuestimator.cluster.local_cluster import free_ports
+from tpuestimator.cluster.layout import free_ports
 from tpuestimator.core.devices import make_strategy
 from tpuestimator.core.estimator import Estimator, RunConfig
 from tpuestimator.core.hooks import Hook

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from helpers import without_sklearn
-from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout, run_local_cluster, tf_configs
+from tpuestimator.cluster.layout import ClusterShape, cluster_layout, tf_configs
+from tpuestimator.cluster.local_cluster import run_local_cluster
 from tpuestimator.core.cluster_task import read_tf_config, task_role
 from tpuestimator.errors import ConfigError
 

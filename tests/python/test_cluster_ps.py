@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import WITHOUT_SKLEARN, without_sklearn
-from tpuestimator.cluster.local_cluster import ClusterShape, cluster_layout
+from tpuestimator.cluster.layout import ClusterShape, cluster_layout
 from tpuestimator.cluster.sidecar import SidecarOptions, run_sidecar_evaluator
 from tpuestimator.errors import ConfigError
 from tpuestimator.runs import run_info

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_every_worker_predicts_every_example_in_input_order(tmp_path, forked_python):
     from tpuestimator import Estimator, RunConfig
-    from tpuestimator.cluster.local_cluster import free_ports
+    from tpuestimator.cluster.layout import free_ports
 
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}

@@ -3,8 +3,8 @@
 What `tpuestimator cluster --print-k8s` writes: a ConfigMap holding the config file, a
 headless Service (stable DNS names, no load balancing: TensorFlow's tasks address each other
 directly) and one `batch/v1` Job per task, its pod named `<name>-<type>-<index>` in the
-Service's subdomain and given its own `TF_CONFIG`. The same `local_cluster.ClusterShape`
-and `cluster_layout` as the local cluster, so both describe the same cluster.
+Service's subdomain and given its own `TF_CONFIG`. The same `layout.ClusterShape` and
+`cluster_layout` as the local cluster, so both describe the same cluster.
 """
 from __future__ import annotations
 
