@@ -8,10 +8,14 @@
 #                 (a fast test of every sub-package and every R file, test_quick_tier.py keeps
 #                 it so), then the linters; no R CMD check. Set-up runs only where it is not done.
 # TPUESTIMATOR_FORCE_TESTS=1 turns skips into failures (CI sets it); TPUESTIMATOR_TEST_WORKERS
-# sets pytest's worker processes (default 2, one per core here; 0 runs in one process: 3 kept the
-# cores busier, 94% of the run against 84%, but three whole runs with 3 took 591, 683 and 695 s
-# against 632 and 657 with 2, within this machine's noise). testthat runs its files in
-# TESTTHAT_CPUS parallel R sessions (default 2; scripts/run_testthat.R).
+# sets pytest's worker processes (0 runs in one process). The default is 3 on these 2 cores: a
+# worker waiting on a process it started leaves its core to another (2 workers left a quarter
+# of a core idle). That pays only because TensorFlow's idle threads sleep in the test processes
+# (tests/python/tensorflow_threads.py): with them spinning, 3 workers took 460 s and 875 CPU s.
+# Whole runs alternating, 3 workers then 2 (2026-12-05): 312/333, 387/397, 386/424, 393/395 s;
+# 3 workers use 6-9% more CPU. The quick tier keeps 2 (its 41 tests: a third worker's start-up
+# cost more than it saved). testthat runs its files in TESTTHAT_CPUS parallel R sessions
+# (default 2; scripts/run_testthat.R).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=test
@@ -48,7 +52,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 # testthat's R sessions see Python as a user of the core install does: scikit-learn (a dev extra,
 # for pytest's own answers) hidden, so Keras does not import it in each of them (1-1.5 CPU s).
 r_python_path="$PWD/tests/python/without_sklearn${PYTHONPATH:+:$PYTHONPATH}"
-workers=${TPUESTIMATOR_TEST_WORKERS:-2}
+workers=${TPUESTIMATOR_TEST_WORKERS:-3}
 status=0
 timed() {
   local name=$1 start=$SECONDS
@@ -59,7 +63,8 @@ timed() {
 }
 if [ "$mode" = quick ]; then
   quick_r=$(sed 's/#.*//; s/^test-//; s/\.R *$//' tests/quick_testthat.txt | grep -v '^ *$' | paste -sd'|')
-  timed "pytest (quick)" .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -m quick -n "$workers" \
+  timed "pytest (quick)" .venv/bin/python -m pytest tests/python -q -p no:cacheprovider -m quick \
+    -n "${TPUESTIMATOR_TEST_WORKERS:-2}" \
     --dist loadgroup --durations=5 "$@"
   side_log=$(mktemp)
   ( status=0; timed lint bash scripts/lint.sh; exit $status ) >"$side_log" 2>&1 &

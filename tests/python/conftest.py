@@ -2,12 +2,15 @@
 
 - The CPU is split into 8 logical devices once per session (before TensorFlow starts), so
   tests can rehearse an 8-core TPU with `run.strategy: mirrored`; `cpu` stays one replica.
-  Only where tests run: pytest-xdist's controller (`-n 2`) does not import TensorFlow at all.
+  Only where tests run: pytest-xdist's controller (`-n 3`) does not import TensorFlow at all.
+- TensorFlow's idle threads sleep instead of spinning, in each test process and in the forks
+  of `forked_python` (tensorflow_threads.py): with 3 workers on 2 cores the spins took the
+  cores from the other workers.
 - With TPUESTIMATOR_FORCE_TESTS=1 (CI sets it) a skipped test is reported as a failure:
   nothing is skipped silently in CI. That covers a whole file skipped while it is collected
   (a module-level `pytest.importorskip`, e.g. test_data_beam.py without apache_beam): pytest
   reports it as a skipped collection, not as skipped tests, so it is failed there too.
-- Under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the tests of a file
+- Under pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) the tests of a file
   with a fixture that outlives one test (a trained model, the main job) run together on one
   worker, so the fixture runs once; every other test is handed out on its own, so no worker
   is left alone with a long file (the benchmark smoke runs) at the end. `slow` tests are
@@ -66,6 +69,9 @@ def pytest_configure(config):
         return
     import tensorflow as tf
 
+    import tensorflow_threads
+
+    tensorflow_threads.stop_thread_spinning()
     cpu = tf.config.list_physical_devices("CPU")[0]
     if not tf.config.get_logical_device_configuration(cpu):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)

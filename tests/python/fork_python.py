@@ -34,8 +34,10 @@ the launcher's side, as the launcher were that `python`:
 The fork happens before TensorFlow's runtime starts (the server only imports it), so each run
 configures its own devices, as a fresh process does. What differs from a fresh `python`: the
 run's id is not the launcher's (a test that needs the run's id reads it from the run itself),
-and its parent is its supervisor; and the objects of the server's imports are frozen
-(`gc.freeze`: a run's `gc.get_freeze_count()` is not 0, as a fresh `python`'s is).
+and its parent is its supervisor; the objects of the server's imports are frozen
+(`gc.freeze`: a run's `gc.get_freeze_count()` is not 0, as a fresh `python`'s is); and
+TensorFlow's idle threads sleep instead of spinning (tensorflow_threads.py), which changes
+when a thread waits, not what it computes.
 
 Only the server's first import is saved: what a run computes is its own. The server waits
 for every run it forked before it exits, so their CPU time counts in its parent's (pytest's)
@@ -114,6 +116,10 @@ def serve(socket_path: str) -> int:
 
     global SERVER_IMPORT_ENV
     SERVER_IMPORT_ENV = {name: os.environ.get(name) for name in IMPORT_ENV}
+    # each run's runtime starts with idle threads that sleep, as the test processes' do
+    import tensorflow_threads
+
+    tensorflow_threads.stop_thread_spinning()
     # Frozen before any fork (the gc module's advice for fork servers): a run's full collections
     # skip the imported heap, and do not write to its pages (each write a copy-on-write fault).
     import gc

@@ -149,3 +149,20 @@ def test_a_signal_the_launcher_was_started_with_ignored_stays_ignored_in_the_run
             proc.kill()
             proc.wait()
     assert (out, proc.returncode) == ("got SIGINT\n", 128 + signal.SIGINT)
+
+
+def test_idle_tensorflow_threads_sleep_in_the_test_process_and_in_a_run(forked_python, python_env):
+    """tensorflow_threads.py: the setting reaches the runtime of this pytest process (conftest.py)
+    and of a forked run (the server set it before forking), where a fresh `python` keeps
+    TensorFlow's default; ops compute as before."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    assert tf.reduce_sum(tf.range(10)).numpy() == 45        # the runtime has started
+    assert context.context().config.experimental.disable_thread_spinning is True
+    code = ("import tensorflow as tf; from tensorflow.python.eager import context; "
+            "print(int(tf.reduce_sum(tf.range(10))), context.context().config.experimental.disable_thread_spinning)")
+    forked, fresh = (subprocess.run([python, "-c", code], env=python_env, capture_output=True, text=True,
+                                    timeout=TIMEOUT_S) for python in (forked_python, sys.executable))
+    assert (forked.returncode, forked.stdout) == (0, "45 True\n"), forked.stderr[-2000:]
+    assert (fresh.returncode, fresh.stdout) == (0, "45 False\n"), fresh.stderr[-2000:]
