@@ -13,7 +13,7 @@
 # of a core idle). That pays only because TensorFlow's idle threads sleep in the test processes
 # (tests/python/tensorflow_threads.py): with them spinning, 3 workers took 460 s and 875 CPU s.
 # Whole runs alternating, 3 workers then 2 (2026-12-05): 312/333, 387/397, 386/424, 393/395 s;
-# 3 workers use 6-9% more CPU. The quick tier keeps 2 (its 41 tests: a third worker's start-up
+# 3 workers use 3-9% more CPU. The quick tier keeps 2 (its 41 tests: a third worker's start-up
 # cost more than it saved). testthat runs its files in TESTTHAT_CPUS parallel R sessions
 # (default 2; scripts/run_testthat.R).
 set -euo pipefail
