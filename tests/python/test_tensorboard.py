@@ -126,6 +126,32 @@ def test_tensorboard_failure_reports_its_stderr(tmp_path, forked_python, monkeyp
     assert re.search(r"could not bind|in use", message.split("Its stderr:")[1])  # TensorBoard's own words
 
 
+def test_a_ctrl_c_while_tensorboard_starts_stops_it(tmp_path, forked_python, monkeypatch):
+    """SIGINT the moment TensorBoard is forked (inside `subprocess.Popen`): the KeyboardInterrupt
+    waits until the server is held, then stops it; raised where it arrived, it left TensorBoard
+    serving with nothing to stop it. forked_python: conftest's fork server, which the stop ends."""
+    monkeypatch.setattr(sys, "executable", forked_python)
+    (tmp_path / "logs").mkdir()
+    started: list[subprocess.Popen] = []
+
+    class PopenInterrupted(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(subprocess, "Popen", PopenInterrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start_tensorboard(tmp_path / "logs", timeout=60)
+        assert len(started) == 1 and started[0].poll() is not None  # stopped and reaped
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
 def test_tensorboard_command_stops_on_ctrl_c(tmp_path, python_env):
     rec = RunRecorder.create(tmp_path / "runs", config={}, flags={}, script="a.yaml", planned_rows=None)
     child = subprocess.Popen([sys.executable, "-m", "tpuestimator.commands.tensorboard", "latest",

@@ -33,6 +33,7 @@ from typing import Any
 
 from tpuestimator.cluster.layout import ClusterShape, cluster_layout, free_ports, tf_configs
 from tpuestimator.errors import ConfigError
+from tpuestimator.system.processes import sigint_held
 
 logger = logging.getLogger(__name__)
 
@@ -114,11 +115,14 @@ class LocalCluster:
         cluster = cluster_layout(self.shape, lambda kind, index: f"{self.host}:{next(ports)}")
         for kind, index, tf_config in tf_configs(self.shape, cluster):
             env = dict(self.env, TF_CONFIG=json.dumps(tf_config), PYTHONUNBUFFERED="1")
-            process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
-                                       start_new_session=True)  # Ctrl-C reaches us once, we stop the tasks
-            task = Task(task_type=kind, index=index, tf_config=tf_config, process=process)
-            self.tasks.append(task)  # before anything else can raise: `stop()` reaches every started task
+            # A Ctrl-C waits until the task is in `self.tasks`, where `stop()` reaches it: raised
+            # inside Popen, it left the task just forked running with nothing to stop it.
+            with sigint_held():
+                process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
+                                           start_new_session=True)  # Ctrl-C reaches us once, we stop the tasks
+                self.tasks.append(Task(task_type=kind, index=index, tf_config=tf_config, process=process))
+            task = self.tasks[-1]
             task.reader = threading.Thread(target=self._read, args=(task,), name=f"log {task.name}", daemon=True)
             task.reader.start()
         return self

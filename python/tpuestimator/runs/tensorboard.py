@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuestimator.errors import TPUEstimatorError
+from tpuestimator.system.processes import sigint_held
 
 logger = logging.getLogger(__name__)
 
@@ -244,13 +245,22 @@ def start_tensorboard(logdir: str | os.PathLike | Sequence[str | os.PathLike] | 
         fd, err_name = tempfile.mkstemp(prefix="tensorboard-", suffix=".stderr")
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        with os.fdopen(fd, "wb") as err_file:
-            process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=err_file, stderr=err_file,
-                                       start_new_session=True, env=env)
-        server = TensorBoardServer(process, host=host, port=chosen, args=args, stderr_path=Path(err_name))
-        with _live_lock:
-            _live.add(server)
-        why = _wait_until_answering(server, time.monotonic() + timeout)
+        server = None
+        try:
+            # A Ctrl-C waits until `server` holds the process (processes.py), then stops it, as
+            # one while TensorBoard starts up does: nothing is left serving.
+            with sigint_held():
+                with os.fdopen(fd, "wb") as err_file:
+                    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=err_file, stderr=err_file,
+                                               start_new_session=True, env=env)
+                server = TensorBoardServer(process, host=host, port=chosen, args=args, stderr_path=Path(err_name))
+                with _live_lock:
+                    _live.add(server)
+            why = _wait_until_answering(server, time.monotonic() + timeout)
+        except BaseException:
+            if server is not None:
+                server.stop()
+            raise
         if why is None:
             logger.info("TensorBoard %s serving %s", server.url, " ".join(logdir_args))
             return server

@@ -1,12 +1,17 @@
-"""Whether the process that wrote a lock or a run record still runs.
+"""Processes: whether the one that wrote a lock or a run record still runs, and starting a
+child that a Ctrl-C cannot orphan.
 
 A model-dir lock (`model_dir_lock`) and a run record's owner file (`runs/reading`) both name
 their process by host, pid and start time; a pid alone is not enough, as Linux reuses pids.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -36,3 +41,31 @@ def process_alive(host, pid, started) -> bool:
     now_started = process_start_time(pid)
     # A pid reused by a process that started after the owner wrote its file is not the owner.
     return now_started is None or not isinstance(started, (int, float)) or now_started <= started + 2.0
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """Holds a Ctrl-C (SIGINT) back until the block ends, then raises it (KeyboardInterrupt).
+
+    For starting a child process and keeping hold of it: Python raises KeyboardInterrupt between
+    any two bytecodes, and one inside `subprocess.Popen` (the child forked, its pid not yet
+    returned) or before the caller has stored the Popen leaves a running child that nothing
+    stops (a local cluster's task outlived a Ctrl-C so).
+
+    Held only where SIGINT has Python's own default handler, in the main thread (the CLI, a
+    Python session). Any other handler is left alone: reticulate's (R) has a C-level half that
+    `signal.signal` would replace for the rest of the R session, and an ignored SIGINT stays
+    ignored; a thread cannot set handlers at all.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    received: list = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if received:  # also when the block raised: the Ctrl-C is not lost behind its error
+            signal.default_int_handler(signal.SIGINT, received[0])
