@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -169,6 +170,16 @@ def pytest_make_collect_report(collector):
         report.outcome = "failed"
         report.longrepr = (f"{collector.nodeid}: skipped while collected under TPUESTIMATOR_FORCE_TESTS=1 (skips are "
                            f"failures in CI): {reason}")
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT with Python's default handler (KeyboardInterrupt) for the test, as in a terminal:
+    pytest started in the background of a script (`cmd &`) has SIGINT ignored, and its workers
+    with it; the handler before is put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture

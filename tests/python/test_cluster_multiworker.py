@@ -410,7 +410,7 @@ def test_ctrl_c_stops_every_task(fixtures_dir, tmp_path):
     assert not set(_marked_processes(mark)) & tasks
 
 
-def test_a_ctrl_c_the_moment_a_task_is_forked_still_stops_it(fixtures_dir, tmp_path, monkeypatch):
+def test_a_ctrl_c_the_moment_a_task_is_forked_still_stops_it(fixtures_dir, tmp_path, monkeypatch, ctrl_c_raises):
     """The race the test above met once in a whole run (a task outlived the Ctrl-C): SIGINT
     arrives inside `subprocess.Popen` of the second task, after its fork, before Popen returns.
     Raised there, the KeyboardInterrupt lost that task's only handle; now it waits until the
@@ -440,7 +440,7 @@ def test_a_ctrl_c_the_moment_a_task_is_forked_still_stops_it(fixtures_dir, tmp_p
                 process.wait()
 
 
-def test_sigint_held_runs_its_block_then_raises_and_holds_nothing_where_it_cannot():
+def test_sigint_held_runs_its_block_then_raises_and_holds_nothing_where_it_cannot(ctrl_c_raises):
     import threading
 
     from tpuestimator.system.processes import sigint_held
@@ -480,7 +480,7 @@ def test_sigint_held_runs_its_block_then_raises_and_holds_nothing_where_it_canno
                 outcome.append("raised")
         assert outcome == ["ran", "raised", "other handler", "raised"]
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as ctrl_c_raises set it
     # A Ctrl-C held while the block fails is raised all the same, the block's error its context
     with pytest.raises(KeyboardInterrupt) as interrupt:
         with sigint_held():

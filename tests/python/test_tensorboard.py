@@ -126,7 +126,7 @@ def test_tensorboard_failure_reports_its_stderr(tmp_path, forked_python, monkeyp
     assert re.search(r"could not bind|in use", message.split("Its stderr:")[1])  # TensorBoard's own words
 
 
-def test_a_ctrl_c_while_tensorboard_starts_stops_it(tmp_path, forked_python, monkeypatch):
+def test_a_ctrl_c_while_tensorboard_starts_stops_it(tmp_path, forked_python, monkeypatch, ctrl_c_raises):
     """SIGINT the moment TensorBoard is forked (inside `subprocess.Popen`): the KeyboardInterrupt
     waits until the server is held, then stops it; raised where it arrived, it left TensorBoard
     serving with nothing to stop it. forked_python: conftest's fork server, which the stop ends."""
