@@ -173,6 +173,21 @@ with interrupts.r_interrupts_held():
     for _ in range(1000):
         pass
     out["r_asked_inside"] = list(asked)
+    # A Ctrl-C while the core starts a child process (sigint_held): R's flag stays set, nothing
+    # is raised inside, reticulate's handler stays in place; raised when the block ends
+    from tpuestimator.system.processes import sigint_held
+    try:
+        with sigint_held():
+            flags.pending = True
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+            out["held_inside"] = flags.pending
+            out["handler_kept"] = signal.getsignal(signal.SIGINT) is rpytools.signals._signal_handler
+        out["raised_at_hold_end"] = False
+    except KeyboardInterrupt:
+        out["raised_at_hold_end"] = True
+    out["pending_after_hold"] = flags.pending
     # inside an R callback's allowInterrupts (R's interrupts allowed): Python code that R runs
     # there leaves the Ctrl-C to R, whose flag stays set
     flags.suspended, flags.pending = False, True
@@ -240,7 +255,8 @@ def test_r_interrupts_held_takes_ctrl_c_from_r_flags_without_running_r_code():
     assert out == {"suspended_inside": True, "raised_when_pending": True, "pending_after": False,
                    "r_asked_inside": [], "left_to_r_in_callback": True, "raised_after_finalizer": True,
                    "unraisable_hook_restored": True, "suspended_after": False, "callback_restored": True,
-                   "left_alone": True}
+                   "left_alone": True, "held_inside": True, "handler_kept": True, "raised_at_hold_end": True,
+                   "pending_after_hold": False}
 
 
 def test_r_interrupts_held_outside_r_changes_nothing():

@@ -72,7 +72,24 @@ interrupt_cases <- function(config) {
     "  while (Sys.time() < done) { i <- 0; reticulate::py_eval('sum(range(20000))') }",
     "  writeLines('slept', 'not-interrupted')",
     "}",
-    case_train_lines("progress", "train.max_steps = 300L, train.iterations_per_loop = 5L, progress = progress")
+    case_train_lines("progress", "train.max_steps = 300L, train.iterations_per_loop = 5L, progress = progress"),
+    # cluster: the R process's own SIGINT the moment the second task is forked (inside Python's
+    # subprocess.Popen, before it returns): the task must not be lost to the interrupt
+    "reticulate::py_run_string(paste(",
+    "  'import os, signal, subprocess',",
+    "  'cluster_started = []',",
+    "  'class PopenInterruptedAtTheSecond(subprocess.Popen):',",
+    "  '    def __init__(self, *args, **kwargs):',",
+    "  '        super().__init__(*args, **kwargs)',",
+    "  '        cluster_started.append(self)',",
+    "  '        if len(cluster_started) == 2:',",
+    "  '            os.kill(os.getpid(), signal.SIGINT)',",
+    "  'real_popen, subprocess.Popen = subprocess.Popen, PopenInterruptedAtTheSecond', sep = '\\n'))",
+    case_train_lines("cluster", "cluster = list(workers = 2L), run.strategy = 'multi_worker'"),
+    "reticulate::py_run_string('subprocess.Popen = real_popen')",
+    "writeLines(reticulate::py_eval('str([p.poll() for p in cluster_started])'), file.path('cluster', 'tasks'))",
+    "handler <- reticulate::py_eval(\"__import__('rpytools.signals').signals._callback.__name__\")",
+    "writeLines(c(.Internal(interruptsSuspended()), handler), file.path('cluster', 'after'))"
   ), "child.R")
   # the shell around Rscript keeps its exit status; the Ctrl-Cs go to the R process only
   env <- paste0("R_LIBS=", paste(.libPaths(), collapse = .Platform$path.sep))
@@ -205,5 +222,18 @@ test_that("a Ctrl-C that R code outside the package's callbacks would take still
   expect_run_interrupted(log)
   # Back in R after the job: R's interrupts are not left suspended and reticulate's handler
   # asks R again (its own callback, not the bridge's stand-in).
+  expect_identical(readLines("after"), c("FALSE", "python_function"), info = log)
+})
+
+test_that("a Ctrl-C at the moment tpu_train(cluster =) starts a task still stops every task", {
+  skip_if_no_tpuestimator()
+  skip_if_no_fixtures()
+  # Raised inside subprocess.Popen, after the fork, the KeyboardInterrupt lost the task just
+  # started, which trained on after tpu_train() had returned. The bridge's handler now leaves
+  # the Ctrl-C pending until the task is held (system/processes.py `sigint_held`).
+  log <- local_interrupt_case("cluster", fixture_path("parity", "parity.yaml"))
+  expect_identical(readLines("outcome"), "interrupt", info = log)
+  expect_identical(readLines("tasks"), "[-15, -15]", info = log)  # both stopped (SIGTERM), reaped
+  # R's Ctrl-C handling is as it was: interrupts not left suspended, reticulate's handler asks R
   expect_identical(readLines("after"), c("FALSE", "python_function"), info = log)
 })

@@ -23,7 +23,8 @@ code. While an R callback allows R's interrupts, Python code that R runs meanwhi
 Python) leaves a Ctrl-C to R: a long Python call made from an R callback is not cut short, R
 takes the Ctrl-C when it returns. A KeyboardInterrupt that Python's handler raised inside a
 finalizer or weakref callback (where Python can only print it) is sent again, so it is never
-lost. Both flags are plain ints exported by libR, read and written here through ctypes. Outside R (no libR
+lost. While the core starts a child process (`tpuestimator.system.processes.sigint_held`: a
+cluster's task, TensorBoard), a Ctrl-C is left pending in R and taken when the child is held. Both flags are plain ints exported by libR, read and written here through ctypes. Outside R (no libR
 symbols), or when reticulate's handler is not the one installed, nothing is changed.
 """
 
@@ -117,6 +118,7 @@ def r_interrupts_held() -> Iterator[None]:
         yield
         return
     asks_r = signals._callback
+    from tpuestimator.system.processes import sigint_deferred
 
     def pending_in_r(reset: bool) -> bool:
         # What reticulate's handler asks R (its py_interrupts_pending), answered from R's flags
@@ -131,7 +133,12 @@ def r_interrupts_held() -> Iterator[None]:
         # allowInterrupts: R takes this Ctrl-C itself at its next check there. Python code that
         # R runs meanwhile (an R callback calling Python) leaves it to R, so the callback is cut
         # short by R, as docs/training.md says, and never by an error from inside its Python call.
-        return flags.pending and flags.suspended
+        pending = flags.pending and flags.suspended
+        if pending and sigint_deferred():
+            # The core is starting a child process (a cluster's task, TensorBoard): R's flag stays
+            # set and this handler is called again when the child is held (processes.py)
+            return False
+        return pending
 
     previous_unraisable_hook = sys.unraisablehook
 

@@ -43,6 +43,14 @@ def process_alive(host, pid, started) -> bool:
     return now_started is None or not isinstance(started, (int, float)) or now_started <= started + 2.0
 
 
+class _EmbeddedHold:
+    """The `sigint_held()` blocks under way (main thread) and whether an embedding's SIGINT
+    handler deferred a Ctrl-C meanwhile (`sigint_deferred`)."""
+
+    depth = 0
+    deferred = False
+
+
 @contextlib.contextmanager
 def sigint_held() -> Iterator[None]:
     """Holds a Ctrl-C (SIGINT) back until the block ends, then raises it (KeyboardInterrupt).
@@ -52,14 +60,17 @@ def sigint_held() -> Iterator[None]:
     returned) or before the caller has stored the Popen leaves a running child that nothing
     stops (a local cluster's task outlived a Ctrl-C so).
 
-    Held only where SIGINT has Python's own default handler, in the main thread (the CLI, a
-    Python session). Any other handler is left alone: reticulate's (R) has a C-level half that
-    `signal.signal` would replace for the rest of the R session, and an ignored SIGINT stays
-    ignored; a thread cannot set handlers at all.
+    Where SIGINT has Python's own default handler (the CLI, a Python session), the block runs
+    with a handler that only notes the Ctrl-C. Any other handler is left in place: reticulate's
+    (R) has a C-level half that `signal.signal` would replace for the rest of the R session. Such
+    a handler holds the Ctrl-C itself if it asks `sigint_deferred()` (the R bridge's does), and
+    is called again when the block ends. An ignored SIGINT stays ignored; outside the main
+    thread, where no handler runs, nothing is held.
     """
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield
+        with _held_by_the_handler():
+            yield
         return
     received: list = []
     signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
@@ -69,3 +80,30 @@ def sigint_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if received:  # also when the block raised: the Ctrl-C is not lost behind its error
             signal.default_int_handler(signal.SIGINT, received[0])
+
+
+@contextlib.contextmanager
+def _held_by_the_handler() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _EmbeddedHold.depth += 1
+    try:
+        yield
+    finally:
+        _EmbeddedHold.depth -= 1
+        if not _EmbeddedHold.depth and _EmbeddedHold.deferred:
+            _EmbeddedHold.deferred = False
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):  # it finds its Ctrl-C still pending, and raises it now
+                handler(signal.SIGINT, None)
+
+
+def sigint_deferred() -> bool:
+    """For an embedding's own SIGINT handler (the R bridge's, under reticulate's): True while a
+    `sigint_held()` block runs, and the handler should then leave the Ctrl-C pending; the block
+    calls the handler again at its end. False otherwise: the handler acts at once."""
+    if _EmbeddedHold.depth and threading.current_thread() is threading.main_thread():
+        _EmbeddedHold.deferred = True
+        return True
+    return False
