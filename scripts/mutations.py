@@ -70,6 +70,9 @@ PAGES = ("README.md", "docs/*.md")
 R_PACKAGE_FILES = ("DESCRIPTION", "NAMESPACE", "R", "inst")   # what an install of the R package reads
 PRIVATE_R_LIBRARY = ".rlib"
 TIMEOUT_S = 1200
+# Set in the environment of every test run: what the tests started in sessions of their own (a
+# local cluster's tasks, TensorBoard), which the run's process group does not reach, carry it.
+RUN_MARK = "TPUESTIMATOR_MUTATION_RUN"
 
 # A test's outcome, read from pytest's junit report or testthat's results.
 PASSED, FAILED, ERRORED, SKIPPED, SETUP_ERROR, MISSING = (
@@ -467,11 +470,28 @@ def r_package_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+def processes_marked(name: str, value: str) -> list[int]:
+    """Pids of the live processes (zombies left out) whose environment holds NAME=VALUE (/proc)."""
+    wanted, pids = f"{name}={value}".encode(), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                environ = fh.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if wanted in environ and state != "Z":
+            pids.append(int(pid))
+    return pids
+
+
 class Runner:
     """Runs named tests on the scratch copy `root`; keeps its private R library current."""
 
     def __init__(self, root: Path, logs: Path):
         self.root, self.logs = root, logs
+        self.mark = f"{os.getpid()}-{time.time_ns()}"  # RUN_MARK's value for this runner's test runs
         self.r_available = shutil.which("R") is not None and (root / "DESCRIPTION").is_file()
         self.installed_digest: str | None = None
         self.install_error = ""
@@ -479,7 +499,7 @@ class Runner:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, TPUESTIMATOR_FIXTURES=str(self.root / "tests" / "fixtures"),
-                   TF_CPP_MIN_LOG_LEVEL="2", NOT_CRAN="true")
+                   TF_CPP_MIN_LOG_LEVEL="2", NOT_CRAN="true", **{RUN_MARK: self.mark})
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.root / "python"), os.environ.get("PYTHONPATH")]))
         env.setdefault("TPUESTIMATORR_PYTHON", sys.executable)
         # a skip must stay a skip (not a failure that would read as "caught"); no injected faults
@@ -538,6 +558,13 @@ class Runner:
                     try:
                         os.killpg(proc.pid, signal.SIGKILL)
                     except ProcessLookupError:
+                        pass
+                # leftovers in sessions of their own: a mutant that breaks stopping a cluster's
+                # tasks left one training on after its run (M604)
+                for pid in processes_marked(RUN_MARK, self.mark):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
                         pass
         return code, time.monotonic() - start
 

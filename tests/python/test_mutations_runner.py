@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -325,3 +328,30 @@ def test_the_scratch_copy_holds_tracked_and_untracked_files_keeps_relative_links
     (dest / "python" / "schema.json").write_text('{"broken": true}\n')
     assert (dest / "inst" / "schema.json").read_text() == '{"broken": true}\n'
     assert (repo / "inst" / "schema.json").read_text() == "{}\n"
+
+
+def test_a_test_runs_leftovers_in_sessions_of_their_own_are_stopped(tmp_path):
+    """A process a test run started in a session of its own (as a local cluster's tasks are)
+    escapes the run's process group: the runner finds it by its mark in the environment. A
+    mutant that breaks stopping a cluster's tasks (M604) left one training after its run."""
+    runner = mutations.Runner(tmp_path, tmp_path)
+    pid_file = tmp_path / "pid"
+    script = ("import subprocess, sys\n"
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n")
+    code, _ = runner._run([sys.executable, "-c", script], tmp_path / "run.log")
+    assert code == 0, (tmp_path / "run.log").read_text()
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10  # SIGKILL is sent, not waited for
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            state = "gone"
+        if state in ("gone", "Z") or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if state not in ("gone", "Z"):  # the test's own clean-up: nothing left running after it fails
+        os.kill(pid, signal.SIGKILL)
+    assert state in ("gone", "Z"), f"the detached child {pid} is still running (state {state})"
