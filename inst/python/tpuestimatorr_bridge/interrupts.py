@@ -24,8 +24,9 @@ Python) leaves a Ctrl-C to R: a long Python call made from an R callback is not 
 takes the Ctrl-C when it returns. A KeyboardInterrupt that Python's handler raised inside a
 finalizer or weakref callback (where Python can only print it) is sent again, so it is never
 lost. While the core starts a child process (`tpuestimator.system.processes.sigint_held`: a
-cluster's task, TensorBoard), a Ctrl-C is left pending in R and taken when the child is held. Both flags are plain ints exported by libR, read and written here through ctypes. Outside R (no libR
-symbols), or when reticulate's handler is not the one installed, nothing is changed.
+cluster's task, TensorBoard), a Ctrl-C is left pending in R and taken when the child is held.
+Both flags are plain ints exported by libR, read and written here through ctypes. Outside R
+(no libR symbols), or when reticulate's handler is not the one installed, nothing is changed.
 """
 
 from __future__ import annotations
