@@ -67,8 +67,10 @@ def sigint_held() -> Iterator[None]:
     is called again when the block ends. An ignored SIGINT stays ignored; outside the main
     thread, where no handler runs, nothing is held.
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no handler runs here, and none can be set
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         with _held_by_the_handler():
             yield
         return
@@ -84,9 +86,6 @@ def sigint_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _held_by_the_handler() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     _EmbeddedHold.depth += 1
     try:
         yield
